@@ -1,0 +1,34 @@
+"""jaxmbs: constrained multibody dynamics as pure, differentiable JAX programs.
+
+float64 is not switched on by importing jaxmbs; for accuracy work enable it first:
+
+    import jax
+    jax.config.update("jax_enable_x64", True)
+"""
+
+from . import joints as joints
+from .assembly import assemble as assemble
+from .dynamics import accelerations as accelerations
+from .dynamics import accelerations_and_multipliers as accelerations_and_multipliers
+from .formulations import KKT as KKT
+from .formulations import METHODS as METHODS
+from .formulations import AbstractFormulation as AbstractFormulation
+from .formulations import QRNullSpace as QRNullSpace
+from .integrate import RESULTS as RESULTS
+from .integrate import Solution as Solution
+from .integrate import simulate as simulate
+from .kinematics import acceleration_rhs as acceleration_rhs
+from .kinematics import constraint_jacobian as constraint_jacobian
+from .kinematics import position_residual as position_residual
+from .kinematics import velocity_residual as velocity_residual
+from .mechanism import Mechanism as Mechanism
+from .stabilization import AbstractStabilization as AbstractStabilization
+from .stabilization import Baumgarte as Baumgarte
+from .stabilization import NoStabilization as NoStabilization
+from .stabilization import Projection as Projection
+from .stabilization import project_positions as project_positions
+from .stabilization import project_velocities as project_velocities
+from .structure import Structure as Structure
+from .structure import analyze_structure as analyze_structure
+
+__version__ = "0.1.0"

@@ -1,0 +1,407 @@
+"""`simulate`: integrate a mechanism with diffrax and return a `Solution`.
+
+The state is (q, q̇); the vector field is (q̇, q̈(t, q, q̇)) with q̈ from a formulation
+(`jaxmbs.formulations`), so the index-1 DAE of Pękal–Frączek 2016 (eq 2.5) is integrated as
+an ODE. Everything is pure JAX: `simulate` can be jit-ed, vmapped over q0, q̇0 and the
+parameters, and differentiated (diffrax's checkpointed adjoint by default).
+
+Failures never return silent garbage: a result code per trajectory (`RESULTS`), raised as an
+error when `throw=True` (the default, like diffrax) or returned for the caller to inspect.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._types import Array, ArrayLike, Params
+from .dynamics import _terms, accelerations_and_multipliers, resolve_structure
+from .formulations import AbstractFormulation, get_formulation
+from .kinematics import constraint_jacobian, position_residual, velocity_residual
+from .stabilization import (
+    AbstractStabilization,
+    Projection,
+    get_stabilization,
+    project_state,
+)
+from .structure import Structure
+
+if TYPE_CHECKING:
+    from .mechanism import Mechanism
+
+
+class RESULTS:
+    """Result codes of a simulation (`Solution.result`), with their messages."""
+
+    successful: ClassVar[int] = 0
+    max_steps_reached: ClassVar[int] = 1
+    singular_configuration: ClassVar[int] = 2
+    step_failed: ClassVar[int] = 3
+    inconsistent_initial_conditions: ClassVar[int] = 4
+    messages: ClassVar[tuple[str, ...]] = (
+        "",
+        "jaxmbs.simulate: the maximum number of solver steps was reached; raise max_steps",
+        "jaxmbs.simulate: the constraint Jacobian changed rank (singular configuration) "
+        "during integration; the solution stops there",
+        "jaxmbs.simulate: the solver failed (non-finite state or step size too small)",
+        "jaxmbs.simulate: inconsistent initial conditions: |Φ(q0)| or |c(q0, q̇0)| exceeds "
+        "consistency_tol (use jaxmbs.assemble), or q0, q̇0 or M(q0) is not finite",
+    )
+
+    @classmethod
+    def message(cls, code: int) -> str:
+        """Human-readable message for a result code (empty for success)."""
+        return cls.messages[int(code)]
+
+
+class Solution(eqx.Module):
+    """A simulated trajectory at the output times (a pytree; batched under vmap).
+
+    **Fields:**
+
+    - `ts`: output times, shape (T,).
+    - `q`, `qd`, `qdd`: coordinates, velocities, accelerations, shape (T, n).
+    - `multipliers`: minimum-norm Lagrange multipliers λ, shape (T, m + h), with
+      M q̈ + Cᵀλ = Q.
+    - `position_residual`: max |Φ(q, t)| at each output time, shape (T,).
+    - `velocity_residual`: max |c(t, q, q̇)| (holonomic Φ̇ and Pfaffian ψ), shape (T,).
+    - `energy`: ½q̇ᵀMq̇ + V where the mechanism has a potential energy, else None.
+    - `stats`: `num_steps`, `num_accepted_steps`, `num_rejected_steps`, `rhs_evaluations`.
+    - `result`: a code of `jaxmbs.RESULTS` (0: successful). After a failure the outputs past
+      the failure time are not finite.
+    """
+
+    ts: Array
+    q: Array
+    qd: Array
+    qdd: Array
+    multipliers: Array
+    position_residual: Array
+    velocity_residual: Array
+    energy: Array | None
+    stats: dict[str, Array]
+    result: Array
+
+    @property
+    def successful(self) -> Array:
+        """Whether the simulation succeeded (per sample when batched)."""
+        return self.result == RESULTS.successful
+
+
+def _rhs_evaluations(solver: diffrax.AbstractSolver, num_steps: Array, auto_dt0: bool) -> Array:
+    """RHS evaluations of an explicit Runge–Kutta solve, from its Butcher tableau.
+
+    Per attempted step: the stages (one fewer with first-same-as-last); plus the first
+    stage at start and the two evaluations of the initial step-size selection. −1 where
+    the solver has no explicit tableau.
+    """
+    while isinstance(solver, diffrax.AbstractWrappedSolver):
+        solver = solver.solver
+    tableau = getattr(solver, "tableau", None)
+    if not isinstance(tableau, diffrax.ButcherTableau) or tableau.implicit:
+        return jnp.asarray(-1)
+    stages = len(tableau.c) + 1
+    per_step = stages - 1 if tableau.fsal else stages
+    return per_step * num_steps + (1 if tableau.fsal else 0) + (2 if auto_dt0 else 0)
+
+
+def _singularity_event(mechanism: Mechanism, structure: Structure, rtol: float) -> diffrax.Event:
+    """Terminating event: the constraint Jacobian changes rank along the motion.
+
+    Singular when the independent rows lose rank (smallest |Rᵢᵢ| of the QR of C_Iᵀ below
+    `rtol` times the largest), or when a row classed as redundant leaves their span.
+    """
+    rows = jnp.asarray(structure.independent_rows)
+    dependent = jnp.asarray(structure.dependent_rows, dtype=int)
+
+    def cond_fn(t, y, args, **kwargs):
+        params, valid = args
+        q, _ = y
+        C = constraint_jacobian(mechanism, t, q, params)
+        Q1, R1 = jnp.linalg.qr(C[rows].T)
+        d = jnp.abs(jnp.diag(R1))
+        scale = jnp.maximum(jnp.max(d), 1.0)
+        singular = jnp.min(d) < rtol * scale
+        if structure.redundancy:
+            C_dep = C[dependent]
+            leak = C_dep - (C_dep @ Q1) @ Q1.T
+            singular = singular | (jnp.max(jnp.abs(leak)) > jnp.sqrt(rtol) * scale)
+        return singular & valid
+
+    return diffrax.Event(cond_fn)
+
+
+def _check_inputs(mechanism: Mechanism, q0, qd0, t_span, saveat):
+    n = mechanism.n
+    q0 = jnp.asarray(q0)
+    qd0 = jnp.asarray(qd0)
+    dtype = jnp.result_type(q0.dtype, qd0.dtype, float)
+    q0, qd0 = q0.astype(dtype), qd0.astype(dtype)
+    if q0.shape != (n,):
+        raise ValueError(f"q0 must have shape ({n},) for this mechanism, got {q0.shape}")
+    if qd0.shape != (n,):
+        raise ValueError(f"qd0 must have shape ({n},) for this mechanism, got {qd0.shape}")
+    if len(t_span) != 2:
+        raise ValueError(f"t_span must be (t0, t1), got {t_span!r}")
+    t0, t1 = (jnp.asarray(t, dtype) for t in t_span)
+    if saveat is not None:
+        saveat = jnp.asarray(saveat, dtype)
+        if saveat.ndim != 1 or saveat.shape[0] == 0:
+            raise ValueError(f"saveat must be a non-empty 1-D array of times, got {saveat.shape}")
+        if not isinstance(saveat, jax.core.Tracer):
+            s = np.asarray(saveat)
+            if np.any(np.diff(s) < 0):
+                raise ValueError("saveat must be non-decreasing")
+            if not isinstance(t0, jax.core.Tracer) and not isinstance(t1, jax.core.Tracer):
+                if s[0] < float(t0) or s[-1] > float(t1):
+                    raise ValueError(f"saveat must lie within t_span = ({float(t0)}, {float(t1)})")
+    return q0, qd0, t0, t1, saveat
+
+
+def _consistency(mechanism, t0, q0, qd0, params, tol):
+    """Checks of the initial state: finite, positive definite M, and consistent."""
+    phi = position_residual(mechanism, t0, q0, params)
+    c = velocity_residual(mechanism, t0, q0, qd0, params)
+    chol = jnp.linalg.cholesky(mechanism.mass_matrix(q0, params))
+    err_phi = jnp.max(jnp.abs(phi), initial=0.0)
+    err_c = jnp.max(jnp.abs(c), initial=0.0)
+    finite = jnp.all(jnp.isfinite(q0)) & jnp.all(jnp.isfinite(qd0))
+    mass_ok = jnp.all(jnp.isfinite(chol))
+    consistent = (err_phi <= tol) & (err_c <= tol)
+    return {"finite": finite, "mass_ok": mass_ok, "consistent": consistent,
+            "ok": finite & mass_ok & consistent, "err_phi": err_phi, "err_c": err_c}
+
+
+def _raise_if_invalid(check: dict, tol: float) -> None:
+    """Eager, informative errors for a concrete initial state."""
+    if not bool(check["finite"]):
+        raise ValueError("q0 or qd0 is not finite (NaN or inf)")
+    if not bool(check["mass_ok"]):
+        raise ValueError("the mass matrix M(q0) is singular or not positive definite")
+    if not bool(check["consistent"]):
+        raise ValueError(
+            f"inconsistent initial conditions: |Φ(q0)| = {float(check['err_phi']):.3e}, "
+            f"|c(q0, q̇0)| = {float(check['err_c']):.3e} exceed consistency_tol = {tol:g}; "
+            "use jaxmbs.assemble(mechanism, q_guess, qd_guess)"
+        )
+
+
+def _is_concrete(*xs) -> bool:
+    return not any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(xs))
+
+
+def simulate(
+    mechanism: Mechanism,
+    q0: ArrayLike,
+    qd0: ArrayLike,
+    t_span: tuple[ArrayLike, ArrayLike],
+    *,
+    method: str | AbstractFormulation = "qr",
+    stabilization: str | AbstractStabilization = "projection",
+    rtol: float = 1e-8,
+    atol: float = 1e-8,
+    saveat: ArrayLike | None = None,
+    solver: diffrax.AbstractSolver | None = None,
+    params: Params | None = None,
+    dt0: float | None = None,
+    max_steps: int = 100_000,
+    adjoint: diffrax.AbstractAdjoint | None = None,
+    consistency_tol: float = 1e-6,
+    check_rank: bool = True,
+    rank_rtol: float = 1e-8,
+    progress_meter: diffrax.AbstractProgressMeter | None = None,
+    throw: bool = True,
+) -> Solution:
+    """Simulate a constrained mechanism from a consistent initial state.
+
+    **Arguments:**
+
+    - `mechanism`: a [`jaxmbs.Mechanism`][] (with a known structure: `reference_q`).
+    - `q0`, `qd0`: consistent initial coordinates and velocities (see `jaxmbs.assemble`).
+    - `t_span`: `(t0, t1)`.
+    - `method`: formulation name (`jaxmbs.METHODS`) or instance.
+    - `stabilization`: `"none"`, `"baumgarte"`, `"projection"` or an instance
+      (e.g. `jaxmbs.Baumgarte(alpha=5, beta=5)`).
+    - `rtol`, `atol`: tolerances of the PID step-size controller.
+    - `saveat`: output times (None: t1 only).
+    - `solver`: a diffrax solver (default `diffrax.Tsit5()`).
+    - `params`: parameters replacing `mechanism.params` (convenient for `jax.grad`).
+    - `dt0`: initial step (None: chosen automatically).
+    - `max_steps`: step limit.
+    - `adjoint`: diffrax adjoint for reverse-mode gradients (default checkpointed).
+    - `consistency_tol`: the largest |Φ(q0)| and |c(q0, q̇0)| accepted.
+    - `check_rank`: stop with `RESULTS.singular_configuration` if the rank of C changes.
+    - `rank_rtol`: relative pivot size below which the rank is taken to change.
+    - `progress_meter`: e.g. `diffrax.TqdmProgressMeter()` for long runs.
+    - `throw`: raise on failure (default) instead of returning a result code; use
+      `throw=False` in batches so one failed sample does not lose the others.
+
+    **Returns:** a [`jaxmbs.Solution`][].
+    """
+    q0, qd0, t0, t1, saveat = _check_inputs(mechanism, q0, qd0, t_span, saveat)
+    params = mechanism.params if params is None else params
+    # Parameters become arrays of the state's dtype: traced, never baked into the compile.
+    params = jax.tree_util.tree_map(
+        lambda x: x if isinstance(x, jax.Array) else jnp.asarray(x, q0.dtype), params
+    )
+    mechanism = mechanism.replace_params(params)
+    structure = resolve_structure(mechanism, q0, t0)
+    options = _Options(
+        formulation=get_formulation(method),
+        stabilization=get_stabilization(stabilization),
+        solver=diffrax.Tsit5() if solver is None else solver,
+        adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
+        progress_meter=diffrax.NoProgressMeter() if progress_meter is None else progress_meter,
+        rtol=rtol,
+        atol=atol,
+        dt0=dt0,
+        max_steps=max_steps,
+        consistency_tol=consistency_tol,
+        rank_rtol=rank_rtol if check_rank else None,
+        throw=throw,
+    )
+    if throw and _is_concrete(q0, qd0, t0, params):
+        _raise_if_invalid(_consistency(mechanism, t0, q0, qd0, params, consistency_tol),
+                          consistency_tol)
+    return _solve(mechanism, structure, q0, qd0, t0, t1, saveat, options)
+
+
+class _Options(eqx.Module):
+    """Everything `simulate` needs besides the data; static for the compiled solve."""
+
+    formulation: AbstractFormulation
+    stabilization: AbstractStabilization
+    solver: diffrax.AbstractSolver
+    adjoint: diffrax.AbstractAdjoint
+    progress_meter: diffrax.AbstractProgressMeter
+    rtol: float = eqx.field(static=True)
+    atol: float = eqx.field(static=True)
+    dt0: float | None = eqx.field(static=True)
+    max_steps: int = eqx.field(static=True)
+    consistency_tol: float = eqx.field(static=True)
+    rank_rtol: float | None = eqx.field(static=True)
+    throw: bool = eqx.field(static=True)
+
+
+class _VectorField(eqx.Module):
+    """(q, q̇) ↦ (q̇, q̈) for diffrax; a Module so that equal mechanisms reuse compilations."""
+
+    mechanism: Mechanism
+    structure: Structure = eqx.field(static=True)
+    formulation: AbstractFormulation
+    stabilization: AbstractStabilization
+
+    def __call__(self, t, y, args):
+        params, valid = args
+        q, qd = y
+        M, Q, C, gamma = _terms(self.mechanism, self.stabilization, t, q, qd, params)
+        qdd = self.formulation.accelerations(M, Q, C, gamma, self.structure)
+        # An invalid sample is frozen (zero field), so it finishes at once inside a batch.
+        return jnp.where(valid, qd, 0.0), jnp.where(valid, qdd, 0.0)
+
+
+class _Projector(eqx.Module):
+    """Projection of a state onto the constraint manifolds (see `jaxmbs.stabilization`)."""
+
+    mechanism: Mechanism
+    structure: Structure = eqx.field(static=True)
+    iterations: int = eqx.field(static=True)
+
+    def __call__(self, t, y, args):
+        params, valid = args
+        projected = project_state(self.mechanism, self.structure, self.iterations, t, y, params)
+        return jax.tree_util.tree_map(lambda a, b: jnp.where(valid, a, b), projected, y)
+
+
+def _result_code(diffrax_result, ok: Array) -> Array:
+    code = jnp.where(
+        diffrax_result == diffrax.RESULTS.successful,
+        RESULTS.successful,
+        jnp.where(
+            diffrax_result == diffrax.RESULTS.max_steps_reached,
+            RESULTS.max_steps_reached,
+            jnp.where(
+                diffrax_result == diffrax.RESULTS.event_occurred,
+                RESULTS.singular_configuration,
+                RESULTS.step_failed,
+            ),
+        ),
+    )
+    return jnp.where(ok, code, RESULTS.inconsistent_initial_conditions)
+
+
+@eqx.filter_jit
+def _solve(mechanism, structure, q0, qd0, t0, t1, saveat, options: _Options) -> Solution:
+    params = mechanism.params
+    stabilization = options.stabilization
+    ok = _consistency(mechanism, t0, q0, qd0, params, options.consistency_tol)["ok"]
+    # An invalid initial state (NaN, inconsistent) is replaced by zeros and frozen, so that
+    # it costs a batch nothing; its outputs are NaN and its result code says why.
+    y0 = (jnp.where(ok, q0, 0.0), jnp.where(ok, qd0, 0.0))
+    vector_field = _VectorField(mechanism, structure, options.formulation, stabilization)
+    project = _Projector(mechanism, structure, getattr(stabilization, "iterations", 0))
+    solver = stabilization.wrap_solver(options.solver, project)
+    check_rank = options.rank_rtol is not None
+    out = diffrax.diffeqsolve(
+        diffrax.ODETerm(vector_field),
+        solver,
+        t0,
+        t1,
+        options.dt0,
+        y0,
+        args=(params, ok),
+        saveat=diffrax.SaveAt(t1=True) if saveat is None else diffrax.SaveAt(ts=saveat),
+        stepsize_controller=diffrax.PIDController(rtol=options.rtol, atol=options.atol),
+        max_steps=options.max_steps,
+        adjoint=options.adjoint,
+        event=_singularity_event(mechanism, structure, options.rank_rtol) if check_rank else None,
+        progress_meter=options.progress_meter,
+        throw=False,
+    )
+    ts, (q, qd) = out.ts, out.ys
+    if isinstance(stabilization, Projection):
+        # Dense output between steps is interpolated: project it onto the manifold too.
+        q, qd = jax.vmap(lambda t, q_, qd_: project(t, (q_, qd_), (params, ok)))(ts, q, qd)
+    q, qd = jnp.where(ok, q, jnp.nan), jnp.where(ok, qd, jnp.nan)
+
+    def outputs(t, q_, qd_):
+        qdd, lam = accelerations_and_multipliers(
+            mechanism, t, q_, qd_, params, method=options.formulation,
+            stabilization=stabilization, structure=structure,
+        )
+        phi = position_residual(mechanism, t, q_, params)
+        c = velocity_residual(mechanism, t, q_, qd_, params)
+        energy = (
+            mechanism.energy(q_, qd_, params) if mechanism.potential_energy is not None else None
+        )
+        return (qdd, lam, jnp.max(jnp.abs(phi), initial=0.0), jnp.max(jnp.abs(c), initial=0.0),
+                energy)
+
+    qdd, lam, res_phi, res_c, energy = jax.vmap(outputs)(ts, q, qd)
+    code = _result_code(out.result, ok)
+    if options.throw:
+        code = eqx.branched_error_if(code, code != RESULTS.successful, code, RESULTS.messages)
+    num_steps = out.stats["num_steps"]
+    stats = {
+        "num_steps": num_steps,
+        "num_accepted_steps": out.stats["num_accepted_steps"],
+        "num_rejected_steps": out.stats["num_rejected_steps"],
+        "rhs_evaluations": _rhs_evaluations(solver, num_steps, options.dt0 is None),
+    }
+    return Solution(
+        ts=ts,
+        q=q,
+        qd=qd,
+        qdd=qdd,
+        multipliers=lam,
+        position_residual=res_phi,
+        velocity_residual=res_c,
+        energy=energy,
+        stats=stats,
+        result=code,
+    )

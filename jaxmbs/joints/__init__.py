@@ -1,0 +1,3 @@
+"""Reusable constraint builders: joints write Φ (or ψ) only; autodiff does the rest."""
+
+from . import planar as planar

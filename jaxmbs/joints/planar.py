@@ -1,0 +1,245 @@
+"""Planar rigid bodies in absolute coordinates (x, y, φ) and the joints between them.
+
+Body i owns q[3i : 3i+3] = (x_i, y_i, φ_i): the centre of mass and the angle of its local
+frame. A point with local coordinates s on body i is at r_i + A(φ_i) s,
+A(φ) = [[cos φ, −sin φ], [sin φ, cos φ]]; "ground" is body `None`, whose local coordinates
+are global ones. Joints only write Φ (or ψ for the knife edge); every Jacobian and Γ term
+comes from `jaxmbs.kinematics` by autodiff.
+
+Geometry and inertia may be numbers, keys into a dict of parameters, or callables of the
+parameters, so that `jax.grad` reaches them: `Body("crank", mass="m1", inertia="J1")`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from .._types import Array
+from ..mechanism import Mechanism
+
+Spec = Any  # a number / array, a key into the parameter dict, or a callable p -> value
+
+
+def value(spec: Spec, params) -> Array:
+    """Evaluate a geometry or inertia specification against the parameters."""
+    if isinstance(spec, str):
+        return jnp.asarray(params[spec])
+    if callable(spec):
+        return jnp.asarray(spec(params))
+    return jnp.asarray(spec, dtype=float)
+
+
+def rotation(phi) -> Array:
+    """Planar rotation matrix A(φ)."""
+    c, s = jnp.cos(phi), jnp.sin(phi)
+    return jnp.array([[c, -s], [s, c]])
+
+
+def angle(q, body: int | None) -> Array:
+    """Angle φ of a body (0 for ground)."""
+    return jnp.zeros((), q.dtype) if body is None else q[3 * body + 2]
+
+
+def point(q, body: int | None, local) -> Array:
+    """Global position of a point given in the body's local frame (ground: global)."""
+    if body is None:
+        return local
+    return q[3 * body : 3 * body + 2] + rotation(q[3 * body + 2]) @ local
+
+
+@dataclasses.dataclass(frozen=True)
+class Body:
+    """A planar rigid body: mass and centroidal moment of inertia (number, key or callable)."""
+
+    name: str
+    mass: Spec
+    inertia: Spec
+
+
+@dataclasses.dataclass(frozen=True)
+class Revolute:
+    """Revolute joint: point_i on body_i coincides with point_j on body_j (2 rows)."""
+
+    name: str
+    body_i: int | None
+    point_i: Spec
+    body_j: int | None = None
+    point_j: Spec = (0.0, 0.0)
+    rows: int = dataclasses.field(default=2, init=False)
+    holonomic: bool = dataclasses.field(default=True, init=False)
+
+    def __call__(self, t, q, p) -> Array:
+        return point(q, self.body_i, value(self.point_i, p)) - point(
+            q, self.body_j, value(self.point_j, p)
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Translational:
+    """Translational (prismatic) joint: body_j slides along `axis_i` fixed in body_i (2 rows).
+
+    Rows: n_iᵀ (P_j − P_i) = 0 with n_i the axis turned by +90° (point P_j stays on the line
+    through P_i), and φ_j − φ_i − `angle` = 0 (no relative rotation).
+    """
+
+    name: str
+    body_i: int | None
+    point_i: Spec
+    axis_i: Spec
+    body_j: int | None
+    point_j: Spec = (0.0, 0.0)
+    angle: Spec = 0.0
+    rows: int = dataclasses.field(default=2, init=False)
+    holonomic: bool = dataclasses.field(default=True, init=False)
+
+    def __call__(self, t, q, p) -> Array:
+        axis = rotation(angle(q, self.body_i)) @ value(self.axis_i, p)
+        normal = jnp.array([-axis[1], axis[0]])
+        d = point(q, self.body_j, value(self.point_j, p)) - point(q, self.body_i, value(self.point_i, p))
+        relative = angle(q, self.body_j) - angle(q, self.body_i) - value(self.angle, p)
+        return jnp.stack([normal @ d, relative])
+
+
+@dataclasses.dataclass(frozen=True)
+class Distance:
+    """Distance constraint |P_j − P_i|² − L² = 0 (a rod with pin ends; 1 row)."""
+
+    name: str
+    body_i: int | None
+    point_i: Spec
+    body_j: int | None
+    point_j: Spec
+    length: Spec
+    rows: int = dataclasses.field(default=1, init=False)
+    holonomic: bool = dataclasses.field(default=True, init=False)
+
+    def __call__(self, t, q, p) -> Array:
+        d = point(q, self.body_j, value(self.point_j, p)) - point(q, self.body_i, value(self.point_i, p))
+        return jnp.atleast_1d(d @ d - value(self.length, p) ** 2)
+
+
+@dataclasses.dataclass(frozen=True)
+class Driving:
+    """Driving (rheonomic) constraint f(q) − d(t) = 0 (1 row).
+
+    `coordinate` is a coordinate index or a callable `(q, p) -> scalar`; `motion` is
+    `d(t, p) -> scalar`.
+    """
+
+    name: str
+    coordinate: int | Callable
+    motion: Callable
+    rows: int = dataclasses.field(default=1, init=False)
+    holonomic: bool = dataclasses.field(default=True, init=False)
+
+    def __call__(self, t, q, p) -> Array:
+        f = q[self.coordinate] if isinstance(self.coordinate, int) else self.coordinate(q, p)
+        return jnp.atleast_1d(f - self.motion(t, p))
+
+
+@dataclasses.dataclass(frozen=True)
+class KnifeEdge:
+    """Knife edge (Pfaffian): the point's velocity has no component across the blade (1 row).
+
+    ψ = n(φ)ᵀ ṙ_P with n the blade `axis` (body frame) turned by +90°; ṙ_P is the time
+    derivative of the point position along q̇ (a jvp, not a hand-written Jacobian).
+    """
+
+    name: str
+    body: int
+    point: Spec
+    axis: Spec = (1.0, 0.0)
+    rows: int = dataclasses.field(default=1, init=False)
+    holonomic: bool = dataclasses.field(default=False, init=False)
+
+    def __call__(self, t, q, qd, p) -> Array:
+        local = value(self.point, p)
+        _, velocity = jax.jvp(lambda q_: point(q_, self.body, local), (q,), (qd,))
+        axis = rotation(angle(q, self.body)) @ value(self.axis, p)
+        return jnp.atleast_1d(jnp.array([-axis[1], axis[0]]) @ velocity)
+
+
+Joint = Revolute | Translational | Distance | Driving | KnifeEdge
+
+
+def coordinate_names(bodies: Sequence[Body]) -> tuple[str, ...]:
+    """`name.x`, `name.y`, `name.phi` for every body."""
+    return tuple(f"{b.name}.{c}" for b in bodies for c in ("x", "y", "phi"))
+
+
+def planar_mechanism(
+    bodies: Sequence[Body],
+    joints: Sequence[Joint],
+    params=None,
+    *,
+    gravity: Spec = (0.0, -9.81),
+    applied_forces: Callable | None = None,
+    reference_q=None,
+    reference_t: float = 0.0,
+) -> Mechanism:
+    """Assemble planar bodies and joints into a [`jaxmbs.Mechanism`][].
+
+    M = diag(m₁, m₁, J₁, …); gravity acts at the centres of mass and gives the potential
+    V = −Σ mᵢ gᵀ rᵢ (so the total energy is reported); `applied_forces(t, q, qd, p)` adds
+    further generalized forces. Each joint is a constraint group; holonomic joints take the
+    first rows of [Φ ; ψ] in the given order, knife edges the following ones.
+    """
+    bodies = tuple(bodies)
+    names = [j.name for j in joints]
+    if len(set(names)) != len(names):
+        raise ValueError(f"joint names must be unique, got {names}")
+    for j in joints:
+        for b in (getattr(j, "body_i", None), getattr(j, "body_j", None), getattr(j, "body", None)):
+            if b is not None and not 0 <= b < len(bodies):
+                raise ValueError(f"joint {j.name!r} refers to body {b}; there are {len(bodies)}")
+    holonomic = tuple(j for j in joints if j.holonomic)
+    pfaffian = tuple(j for j in joints if not j.holonomic)
+    groups, row = {}, 0
+    for j in holonomic + pfaffian:
+        groups[j.name] = tuple(range(row, row + j.rows))
+        row += j.rows
+
+    def masses(p):
+        return jnp.stack([value(b.mass, p) for b in bodies])
+
+    def mass_matrix(q, p):
+        inertia = jnp.stack([value(b.inertia, p) for b in bodies])
+        m = masses(p)
+        return jnp.diag(jnp.stack([m, m, inertia], axis=1).reshape(-1)).astype(q.dtype)
+
+    def potential_energy(q, p):
+        g = value(gravity, p)
+        positions = q.reshape(-1, 3)[:, :2]
+        return -jnp.sum(masses(p) * (positions @ g))
+
+    def forces(t, q, qd, p):
+        weight = masses(p)[:, None] * value(gravity, p)[None, :]
+        out = jnp.concatenate([weight, jnp.zeros((len(bodies), 1))], axis=1).reshape(-1)
+        out = out.astype(q.dtype)
+        if applied_forces is not None:
+            out = out + applied_forces(t, q, qd, p)
+        return out
+
+    def constraints(t, q, p):
+        return jnp.concatenate([j(t, q, p) for j in holonomic])
+
+    def velocity_constraints(t, q, qd, p):
+        return jnp.concatenate([j(t, q, qd, p) for j in pfaffian])
+
+    return Mechanism(
+        mass_matrix,
+        forces,
+        constraints if holonomic else None,
+        velocity_constraints if pfaffian else None,
+        params,
+        coordinate_names=coordinate_names(bodies),
+        constraint_groups=groups,
+        potential_energy=potential_energy,
+        reference_q=reference_q,
+        reference_t=reference_t,
+    )

@@ -1,0 +1,81 @@
+"""Constraint kinematics by automatic differentiation — the one place C and Γ come from.
+
+Holonomic constraints Φ(q, t) = 0 and Pfaffian constraints ψ = A(q, t) q̇ + a(q, t) = 0 are
+stacked at velocity level (Wojtyra–Frączek 2013, eqs 1–9):
+
+    c(t, q, q̇) = [Φ_q q̇ + Φ_t ; ψ(t, q, q̇)] = C(q, t) q̇ + b(q, t),
+
+which is linear in q̇. Then the constraint Jacobian is C = ∂c/∂q̇ and differentiating
+c = 0 once more in time gives the acceleration equation (Pękal–Frączek 2016, eq 2.4)
+
+    C q̈ = Γ,    Γ = −(∂c/∂q · q̇ + ∂c/∂t),
+
+which is a single Jacobian-vector product of c along (q̇, 1) with q̇ held fixed.
+No Hessian is materialised and nobody writes a Jacobian by hand.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import jax
+import jax.numpy as jnp
+
+from ._types import Array, ConstraintJacobian, ConstraintVector, Coordinates, Params, Velocities
+
+if TYPE_CHECKING:
+    from .mechanism import Mechanism
+
+
+def position_residual(mechanism: Mechanism, t, q: Coordinates, params: Params) -> Array:
+    """Holonomic constraint residual Φ(q, t), shape (m,) (empty when there are none)."""
+    if mechanism.constraints is None:
+        return jnp.zeros((0,), dtype=q.dtype)
+    return jnp.asarray(mechanism.constraints(t, q, params))
+
+
+def velocity_residual(
+    mechanism: Mechanism, t, q: Coordinates, qd: Velocities, params: Params
+) -> ConstraintVector:
+    """Stacked velocity-level constraints c = [Φ_q q̇ + Φ_t ; ψ], shape (m + h,)."""
+    parts = []
+    if mechanism.constraints is not None:
+        t = jnp.asarray(t, dtype=q.dtype)
+        _, phi_dot = jax.jvp(
+            lambda t_, q_: mechanism.constraints(t_, q_, params),
+            (t, q),
+            (jnp.ones_like(t), qd),
+        )
+        parts.append(phi_dot)
+    if mechanism.velocity_constraints is not None:
+        parts.append(jnp.asarray(mechanism.velocity_constraints(t, q, qd, params)))
+    if not parts:
+        return jnp.zeros((0,), dtype=q.dtype)
+    return jnp.concatenate(parts)
+
+
+def constraint_jacobian(mechanism: Mechanism, t, q: Coordinates, params: Params) -> ConstraintJacobian:
+    """C = ∂c/∂q̇, shape (m + h, n): Φ_q stacked over the Pfaffian matrix A."""
+    qd0 = jnp.zeros_like(q)
+    return jax.jacfwd(lambda qd: velocity_residual(mechanism, t, q, qd, params))(qd0)
+
+
+def velocity_residual_and_gamma(
+    mechanism: Mechanism, t, q: Coordinates, qd: Velocities, params: Params
+) -> tuple[ConstraintVector, ConstraintVector]:
+    """c and Γ in C q̈ = Γ together: Γ is minus the time derivative of c along the motion at
+    frozen q̇ (one jvp, whose primal output is c itself)."""
+    t = jnp.asarray(t, dtype=q.dtype)
+    c, c_dot = jax.jvp(
+        lambda t_, q_: velocity_residual(mechanism, t_, q_, qd, params),
+        (t, q),
+        (jnp.ones_like(t), qd),
+    )
+    return c, -c_dot
+
+
+def acceleration_rhs(
+    mechanism: Mechanism, t, q: Coordinates, qd: Velocities, params: Params
+) -> ConstraintVector:
+    """Γ in C q̈ = Γ (Pękal–Frączek 2016, eq 2.4)."""
+    return velocity_residual_and_gamma(mechanism, t, q, qd, params)[1]

@@ -1,0 +1,156 @@
+"""Structure analysis outside jit: rank, redundancy, independent rows, null-space dimension.
+
+Rank is data but shapes in JAX are static, so the structure of a mechanism is analysed once,
+with NumPy, at a concrete (generic, assembled) configuration (DESIGN §3). The formulations then
+receive the independent-row selection and the null-space dimension s = n − r as static data.
+
+Independent rows are chosen by Gram–Schmidt with row pivoting (the QR decomposition with
+column pivoting of Cᵀ, Pękal–Frączek 2016 eq 3.31): holonomic rows first, so that position
+projection can use them alone, then the Pfaffian rows that add rank (Wojtyra–Frączek 2013 §3.2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .kinematics import constraint_jacobian
+
+if TYPE_CHECKING:
+    from .mechanism import Mechanism
+
+#: Relative tolerance below which a pivoted row is taken as dependent.
+RANK_RTOL = 1e-8
+
+
+@dataclasses.dataclass(frozen=True)
+class Structure:
+    """Static constraint structure of a mechanism at a generic configuration.
+
+    Row numbers refer to the stacked constraint vector c = [Φ̇ ; ψ]: holonomic rows
+    0 … m−1, Pfaffian rows m … m+h−1.
+
+    **Fields:**
+
+    - `n`: number of coordinates.
+    - `n_holonomic`, `n_pfaffian`: m and h.
+    - `rank`: r = rank C.
+    - `rank_holonomic`: rank Φ_q.
+    - `independent_rows`: r rows of C that span its row space (sorted).
+    - `independent_holonomic_rows`: rank Φ_q rows of Φ_q spanning its row space (sorted).
+    - `smallest_pivot`: the smallest accepted pivot relative to the largest (a conditioning hint).
+    """
+
+    n: int
+    n_holonomic: int
+    n_pfaffian: int
+    rank: int
+    rank_holonomic: int
+    independent_rows: tuple[int, ...]
+    independent_holonomic_rows: tuple[int, ...]
+    smallest_pivot: float
+
+    @property
+    def n_constraints(self) -> int:
+        """m + h, the number of stacked constraint rows."""
+        return self.n_holonomic + self.n_pfaffian
+
+    @property
+    def redundancy(self) -> int:
+        """Redundancy degree p = m + h − r (Wojtyra–Frączek 2013, eq 35)."""
+        return self.n_constraints - self.rank
+
+    @property
+    def dof(self) -> int:
+        """Null-space dimension s = n − r: the number of independent velocities."""
+        return self.n - self.rank
+
+    @property
+    def dependent_rows(self) -> tuple[int, ...]:
+        """Rows left out of the independent set (the redundant ones)."""
+        chosen = set(self.independent_rows)
+        return tuple(i for i in range(self.n_constraints) if i not in chosen)
+
+
+def pivoted_row_selection(
+    rows: np.ndarray, basis: np.ndarray | None = None, tol: float = 0.0
+) -> tuple[list[int], np.ndarray, list[float]]:
+    """Greedy maximal independent subset of `rows` (Gram–Schmidt with pivoting on norm).
+
+    Rows are first projected onto the orthogonal complement of the orthonormal `basis` rows.
+
+    **Returns:** the chosen row indices in pivot order, the new orthonormal rows, the pivots.
+    """
+    residual = np.array(rows, dtype=np.float64, copy=True)
+    if basis is not None and basis.size:
+        residual -= (residual @ basis.T) @ basis
+    chosen: list[int] = []
+    pivots: list[float] = []
+    new_basis = []
+    for _ in range(min(residual.shape)):
+        norms = np.linalg.norm(residual, axis=1)
+        norms[chosen] = -1.0
+        i = int(np.argmax(norms))
+        if norms[i] <= tol:
+            break
+        v = residual[i] / norms[i]
+        chosen.append(i)
+        pivots.append(float(norms[i]))
+        new_basis.append(v)
+        residual -= np.outer(residual @ v, v)
+    out = np.array(new_basis).reshape(len(new_basis), rows.shape[1])
+    return chosen, out, pivots
+
+
+def analyze_structure(mechanism: Mechanism, q, t: float = 0.0, params=None) -> Structure:
+    """Analyse rank and redundancy of the constraint Jacobian at a concrete configuration.
+
+    **Arguments:**
+
+    - `mechanism`: the mechanism.
+    - `q`: a concrete configuration, preferably assembled and away from singular positions.
+    - `t`: time (rheonomic constraints).
+    - `params`: parameters (default: the mechanism's own).
+
+    **Returns:** a [`jaxmbs.Structure`][].
+    """
+    params = mechanism.params if params is None else params
+    try:
+        jacobian = np.asarray(constraint_jacobian(mechanism, t, np.asarray(q), params))
+    except Exception as err:  # tracers cannot be analysed
+        raise ValueError(
+            "structure analysis needs concrete q and parameters (it runs outside jit); "
+            "give the Mechanism a reference configuration (reference_q=...) or call "
+            "jaxmbs.analyze_structure before entering jit/vmap/grad"
+        ) from err
+    if not np.all(np.isfinite(jacobian)):
+        raise ValueError("constraint Jacobian is not finite at the reference configuration")
+    m, n = mechanism.n_holonomic, mechanism.n
+    scale = max(1.0, float(np.max(np.abs(jacobian), initial=0.0)))
+    tol = RANK_RTOL * scale
+    hol, basis, piv_h = pivoted_row_selection(jacobian[:m], tol=tol)
+    pf, _, piv_p = pivoted_row_selection(jacobian[m:], basis=basis, tol=tol)
+    independent = sorted(hol) + sorted(m + i for i in pf)
+    pivots = piv_h + piv_p
+    rank = len(independent)
+    # Independent cross-check by singular values (same tolerance).
+    if jacobian.size:
+        sv = np.linalg.svd(jacobian, compute_uv=False)
+        svd_rank = int(np.sum(sv > tol))
+        if svd_rank != rank:
+            raise ValueError(
+                f"rank is ill-determined at this configuration (pivoting: {rank}, "
+                f"SVD: {svd_rank}); analyse at a generic, non-singular configuration"
+            )
+    return Structure(
+        n=n,
+        n_holonomic=m,
+        n_pfaffian=mechanism.n_pfaffian,
+        rank=rank,
+        rank_holonomic=len(hol),
+        independent_rows=tuple(independent),
+        independent_holonomic_rows=tuple(sorted(hol)),
+        smallest_pivot=min(pivots) / max(pivots) if pivots else 1.0,
+    )

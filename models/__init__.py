@@ -1,0 +1,47 @@
+"""Reference mechanisms, importable as `jaxmbs.models.<name>`.
+
+`MODELS` maps a name to a factory returning `(mechanism, q0, qd0)`: the mechanism with its
+default parameters and a consistent initial state (used by the `jaxmbs` command line).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from . import chain, fourbar, pendulum, slider_crank
+
+
+def _pendulum():
+    mech = pendulum.mathematical_pendulum()
+    return (mech, *pendulum.initial_state(mech, 1.0))
+
+
+def _physical_pendulum():
+    mech = pendulum.physical_pendulum()
+    return (mech, *pendulum.initial_state(mech, 1.0))
+
+
+def _fourbar(redundant=False):
+    mech = fourbar.fourbar(redundant=redundant)
+    return (mech, *fourbar.initial_state(mech))
+
+
+def _slider_crank(driven=False):
+    mech = slider_crank.slider_crank(driven=driven)
+    return (mech, *slider_crank.initial_state(mech))
+
+
+def _chain(n_links=5):
+    mech = chain.chain(n_links)
+    return (mech, *chain.initial_state(mech))
+
+
+MODELS: dict[str, Callable] = {
+    "pendulum": _pendulum,
+    "physical-pendulum": _physical_pendulum,
+    "fourbar": _fourbar,
+    "fourbar-redundant": lambda: _fourbar(redundant=True),
+    "slider-crank": _slider_crank,
+    "slider-crank-driven": lambda: _slider_crank(driven=True),
+    "chain": _chain,
+}

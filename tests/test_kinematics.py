@@ -1,0 +1,102 @@
+"""Autodiff kinematics (C, Γ) against finite differences; knife-edge (Pfaffian) constraints;
+Lagrangian form; structure analysis."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from helpers import assert_close
+
+import jaxmbs
+from jaxmbs.joints import planar
+from jaxmbs.models import slider_crank
+
+RNG = np.random.default_rng(7)
+
+
+def test_jacobian_and_gamma_by_finite_differences():
+    """Rheonomic case (driven slider-crank): Φ_t and Φ_tt terms must be in c and Γ."""
+    mech = slider_crank.slider_crank(driven=True)
+    p = mech.params
+    t = 0.37
+    q = jnp.asarray(RNG.normal(size=9))
+    qd = jnp.asarray(RNG.normal(size=9))
+    a = jnp.asarray(RNG.normal(size=9))
+    C = jaxmbs.constraint_jacobian(mech, t, q, p)
+    h = 1e-6
+    fd = jnp.stack(
+        [(jaxmbs.position_residual(mech, t, q + h * e, p) - jaxmbs.position_residual(mech, t, q - h * e, p)) / (2 * h)
+         for e in jnp.eye(9)], axis=1)
+    assert_close(C, fd, 0, 1e-8, "Φ_q")
+    # c = Φ_q q̇ + Φ_t: compare with d/dt Φ(t, q + t q̇).
+    phi_dot = (jaxmbs.position_residual(mech, t + h, q + h * qd, p)
+               - jaxmbs.position_residual(mech, t - h, q - h * qd, p)) / (2 * h)
+    assert_close(jaxmbs.velocity_residual(mech, t, q, qd, p), phi_dot, 0, 1e-8, "Φ̇")
+    # Along q(τ) = q + τ q̇ + τ²/2 a: dc/dτ = C a − Γ.
+    def c_along(tau):
+        return jaxmbs.velocity_residual(mech, t + tau, q + tau * qd + tau**2 / 2 * a, qd + tau * a, p)
+    c_dot = (c_along(h) - c_along(-h)) / (2 * h)
+    gamma = jaxmbs.acceleration_rhs(mech, t, q, qd, p)
+    assert_close(C @ a - gamma, c_dot, 0, 1e-7, "Γ")
+
+
+def sleigh():
+    """A body on a horizontal plane with a knife edge behind its centre (Chaplygin sleigh)."""
+    bodies = [planar.Body("sleigh", "m", "J")]
+    joints = [planar.KnifeEdge("blade", 0, (-0.3, 0.0), (1.0, 0.0))]
+    return planar.planar_mechanism(bodies, joints, {"m": 2.0, "J": 0.2}, gravity=(0.0, 0.0),
+                                   reference_q=np.array([0.1, 0.2, 0.3]))
+
+
+def test_knife_edge_structure_and_motion():
+    mech = sleigh()
+    s = mech.structure
+    assert (s.n_holonomic, s.n_pfaffian, s.rank, s.dof, s.redundancy) == (0, 1, 1, 2, 0)
+    q0, qd0 = jaxmbs.assemble(mech, jnp.array([0.0, 0.0, 0.3]), jnp.array([1.0, 0.5, 2.0]))
+    assert float(jnp.abs(jaxmbs.velocity_residual(mech, 0.0, q0, qd0, mech.params)[0])) < 1e-14
+    for method in ("kkt", "qr"):
+        sol = jaxmbs.simulate(mech, q0, qd0, (0.0, 5.0), saveat=jnp.linspace(0, 5, 51),
+                              method=method, rtol=1e-10, atol=1e-10)
+        assert float(jnp.max(sol.velocity_residual)) <= 1e-10
+        energy = jax.vmap(mech.energy)(sol.q, sol.qd)  # no potential: kinetic energy only
+        assert float(jnp.max(jnp.abs(energy / energy[0] - 1))) < 1e-8
+        # The blade's lateral reaction is not zero: the constraint really acts.
+        assert float(jnp.max(jnp.abs(sol.multipliers))) > 0.1
+        # The sleigh's angular velocity decays to zero (known behaviour), it keeps moving.
+        assert abs(float(sol.qd[-1, 2])) < 0.2 * abs(float(qd0[2]))
+
+
+def test_lagrangian_form_matches_explicit_mass_matrix():
+    """Pendulum in polar-like coordinates q = [x, y] via T and V: M and Q by autodiff."""
+    def kinetic(q, qd, p):
+        return 0.5 * p["m"] * qd @ qd + 0.5 * p["J"] * (q[0] * qd[1] - q[1] * qd[0]) ** 2 / (q @ q)
+
+    def potential(q, p):
+        return p["m"] * p["g"] * q[1]
+
+    params = {"m": 1.5, "J": 0.2, "g": 9.81}
+    mech = jaxmbs.Mechanism.from_lagrangian(kinetic, potential, params=params, n=2)
+    q = jnp.array([0.3, -0.4])
+    qd = jnp.array([0.7, 0.2])
+    r2 = q @ q
+    u = jnp.array([-q[1], q[0]]) / jnp.sqrt(r2)
+    M_exact = params["m"] * jnp.eye(2) + params["J"] * jnp.outer(u, u)
+    assert_close(mech.mass_matrix(q, params), M_exact, 0, 1e-14, "M")
+    # Q = ∂T/∂q − (∂²T/∂q̇∂q) q̇ − ∂V/∂q checked by Lagrange's equations at a random q̈.
+    qdd = jnp.array([0.1, -0.3])
+    dT_dqd = jax.grad(kinetic, argnums=1)
+    h = 1e-6
+    d_dt = (dT_dqd(q + h * qd + h**2 / 2 * qdd, qd + h * qdd, params)
+            - dT_dqd(q - h * qd + h**2 / 2 * qdd, qd - h * qdd, params)) / (2 * h)
+    lagrange = d_dt - jax.grad(kinetic)(q, qd, params) + jax.grad(potential)(q, params)
+    residual = mech.mass_matrix(q, params) @ qdd - mech.forces(0.0, q, qd, params)
+    assert_close(residual, lagrange, 0, 1e-7, "Lagrange's equations")
+
+
+def test_duplicated_row_is_found_redundant():
+    bodies = [planar.Body("link", 1.0, 0.1)]
+    pin = planar.Revolute("pin", 0, (-0.5, 0.0))
+    copy = planar.Revolute("pin-copy", 0, (-0.5, 0.0))
+    mech = planar.planar_mechanism(bodies, [pin, copy], reference_q=np.array([0.5, 0.0, 0.0]))
+    s = mech.structure
+    assert (s.rank, s.redundancy, s.dof) == (2, 2, 1)
+    assert len(s.independent_rows) == 2 and s.dependent_rows == (2, 3)
