@@ -7,6 +7,7 @@ eqs 3.29-3.36; multipliers from eq 3.7) and integrated with
 acceleration right-hand side are hand-written and vectorised over joints; this
 is the reference the JAX implementation is compared against.
 """
+
 from __future__ import annotations
 
 import time
@@ -26,19 +27,20 @@ class Model:
     """Planar multibody model; joint data are stored per side (0: body i, 1: body j)."""
 
     mass_diag: np.ndarray  # (n,) diagonal of M
-    force: np.ndarray      # (n,) generalised gravity force Q_e
-    body: np.ndarray       # (2, k) body index of each joint side, clipped to 0 for ground
-    live: np.ndarray       # (2, k) 1.0 for a body side, 0.0 for ground
-    local: np.ndarray      # (2, k, 2) joint point: body frame, or global for ground
-    jac0: np.ndarray       # (2k, n) constant (translational) part of Phi_q
-    rows: np.ndarray       # row / column / sign of the angular entries of Phi_q
+    force: np.ndarray  # (n,) generalised gravity force Q_e
+    body: np.ndarray  # (2, k) body index of each joint side, clipped to 0 for ground
+    live: np.ndarray  # (2, k) 1.0 for a body side, 0.0 for ground
+    local: np.ndarray  # (2, k, 2) joint point: body frame, or global for ground
+    jac0: np.ndarray  # (2k, n) constant (translational) part of Phi_q
+    rows: np.ndarray  # row / column / sign of the angular entries of Phi_q
     cols: np.ndarray
     signs: np.ndarray
-    sides: np.ndarray      # indices of the body (non-ground) sides in the flattened (2, k) layout
+    sides: np.ndarray  # indices of the body (non-ground) sides in the flattened (2, k) layout
 
 
-def make_model(masses: Sequence[float], inertias: Sequence[float], joints: list[Joint],
-               g: float = 9.81) -> Model:
+def make_model(
+    masses: Sequence[float], inertias: Sequence[float], joints: list[Joint], g: float = 9.81
+) -> Model:
     """Build a model from body masses, centroidal inertias and revolute joints."""
     masses, inertias = np.asarray(masses, float), np.asarray(inertias, float)
     nb, k = len(masses), len(joints)
@@ -54,9 +56,18 @@ def make_model(masses: Sequence[float], inertias: Sequence[float], joints: list[
     jac0 = np.zeros((2 * k, 3 * nb))
     jac0[2 * p, 3 * b] = sg
     jac0[2 * p + 1, 3 * b + 1] = sg
-    return Model(mass_diag, force, np.maximum(body, 0), (body >= 0).astype(float), local, jac0,
-                 np.concatenate([2 * p, 2 * p + 1]), np.concatenate([3 * b + 2, 3 * b + 2]),
-                 np.concatenate([sg, sg]), sides)
+    return Model(
+        mass_diag,
+        force,
+        np.maximum(body, 0),
+        (body >= 0).astype(float),
+        local,
+        jac0,
+        np.concatenate([2 * p, 2 * p + 1]),
+        np.concatenate([3 * b + 2, 3 * b + 2]),
+        np.concatenate([sg, sg]),
+        sides,
+    )
 
 
 def _rotated(model: Model, q: np.ndarray) -> np.ndarray:
@@ -75,7 +86,9 @@ def constraints(model: Model, q: np.ndarray) -> np.ndarray:
     return (pts[0] - pts[1]).ravel()
 
 
-def jacobian_and_gamma(model: Model, q: np.ndarray, qd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def jacobian_and_gamma(
+    model: Model, q: np.ndarray, qd: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Phi_q and Gamma with Phi_q qdd = Gamma (Gamma = A_i s_i w_i^2 - A_j s_j w_j^2)."""
     a_s = _rotated(model, q)
     w2 = qd[3 * model.body + 2] ** 2
@@ -86,7 +99,9 @@ def jacobian_and_gamma(model: Model, q: np.ndarray, qd: np.ndarray) -> tuple[np.
     return jac, gamma
 
 
-def _solve(model: Model, q: np.ndarray, qd: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _solve(
+    model: Model, q: np.ndarray, qd: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """QR null-space solve; return qdd and the factors Q1, R1 of Phi_q^T."""
     jac, gamma = jacobian_and_gamma(model, q, qd)
     m = jac.shape[0]
@@ -120,11 +135,18 @@ def energy(model: Model, q: np.ndarray, qd: np.ndarray) -> float:
     return 0.5 * qd @ (model.mass_diag * qd) - model.force @ q
 
 
-def simulate(model: Model, q0: np.ndarray, qd0: np.ndarray, t1: float,
-             rtol: float = 1e-8, atol: float = 1e-8) -> tuple[np.ndarray, int, int, bool]:
+def simulate(
+    model: Model, q0: np.ndarray, qd0: np.ndarray, t1: float, rtol: float = 1e-8, atol: float = 1e-8
+) -> tuple[np.ndarray, int, int, bool]:
     """Integrate over (0, t1) with RK45; return (final y, nfev, steps, success)."""
-    res = solve_ivp(lambda t, y: rhs(model, t, y), (0.0, t1), np.concatenate([q0, qd0]),
-                    method="RK45", rtol=rtol, atol=atol)
+    res = solve_ivp(
+        lambda t, y: rhs(model, t, y),
+        (0.0, t1),
+        np.concatenate([q0, qd0]),
+        method="RK45",
+        rtol=rtol,
+        atol=atol,
+    )
     return res.y[:, -1], res.nfev, len(res.t) - 1, res.success
 
 
@@ -134,8 +156,12 @@ FOURBAR_L, FOURBAR_M, FOURBAR_O4 = (0.2, 0.5, 0.4), (1.0, 2.0, 1.5), np.array([0
 def fourbar_model(g: float = 9.81) -> Model:
     """Crank-coupler-rocker four-bar with ground pivots O2 = (0, 0), O4 = (0.45, 0)."""
     (l1, l2, l3), m = FOURBAR_L, np.array(FOURBAR_M)
-    joints = [(None, (0.0, 0.0), 0, (-l1 / 2, 0.0)), (0, (l1 / 2, 0.0), 1, (-l2 / 2, 0.0)),
-              (1, (l2 / 2, 0.0), 2, (l3 / 2, 0.0)), (2, (-l3 / 2, 0.0), None, tuple(FOURBAR_O4))]
+    joints = [
+        (None, (0.0, 0.0), 0, (-l1 / 2, 0.0)),
+        (0, (l1 / 2, 0.0), 1, (-l2 / 2, 0.0)),
+        (1, (l2 / 2, 0.0), 2, (l3 / 2, 0.0)),
+        (2, (-l3 / 2, 0.0), None, tuple(FOURBAR_O4)),
+    ]
     return make_model(m, m * np.array(FOURBAR_L) ** 2 / 12, joints, g)
 
 
@@ -161,7 +187,9 @@ def _unit(a: float) -> np.ndarray:
     return np.array([np.cos(a), np.sin(a)])
 
 
-def fourbar_initial_state(crank_angle: float = np.pi / 3, crank_speed: float = 2.0) -> tuple[np.ndarray, np.ndarray]:
+def fourbar_initial_state(
+    crank_angle: float = np.pi / 3, crank_speed: float = 2.0
+) -> tuple[np.ndarray, np.ndarray]:
     """Consistent (q0, qd0), assembly branch with joint C above the ground line."""
     l1, l2, l3 = FOURBAR_L
     b = l1 * _unit(crank_angle)
@@ -177,7 +205,9 @@ def fourbar_initial_state(crank_angle: float = np.pi / 3, crank_speed: float = 2
     return q0, qd0
 
 
-def chain_initial_state(n_links: int, angle: float = np.pi / 4, length: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+def chain_initial_state(
+    n_links: int, angle: float = np.pi / 4, length: float = 1.0
+) -> tuple[np.ndarray, np.ndarray]:
     """Straight chain at `angle` from the downward vertical, at rest."""
     phi = -np.pi / 2 + angle
     centres = (np.arange(n_links)[:, None] + 0.5) * length * _unit(phi)
@@ -189,15 +219,27 @@ def _self_check() -> None:
     rng = np.random.default_rng(0)
     four, (q4, qd4) = fourbar_model(), fourbar_initial_state()
     jac4, _ = jacobian_and_gamma(four, q4, qd4)
-    print(f"four-bar |Phi| = {np.abs(constraints(four, q4)).max():.2e}, |Phi_q qd| = {np.abs(jac4 @ qd4).max():.2e}")
+    print(
+        f"four-bar |Phi| = {np.abs(constraints(four, q4)).max():.2e}, "
+        f"|Phi_q qd| = {np.abs(jac4 @ qd4).max():.2e}"
+    )
     assert np.abs(constraints(four, q4)).max() < 1e-12 and np.abs(jac4 @ qd4).max() < 1e-12
     for model, n in ((four, 9), (chain_model(5), 15)):
         q, qd = rng.normal(size=n), rng.normal(size=n)
         jac, gamma = jacobian_and_gamma(model, q, qd)
         h, eye = 1e-6, np.eye(n)
-        fd_jac = np.column_stack([(constraints(model, q + h * e) - constraints(model, q - h * e)) / (2 * h) for e in eye])
+        fd_jac = np.column_stack(
+            [(constraints(model, q + h * e) - constraints(model, q - h * e)) / (2 * h) for e in eye]
+        )
         # Along q(t) = q + t qd: d/dt (Phi_q qd) = -Gamma.
-        fd_gamma = -(jacobian_and_gamma(model, q + h * qd, qd)[0] - jacobian_and_gamma(model, q - h * qd, qd)[0]) @ qd / (2 * h)
+        fd_gamma = (
+            -(
+                jacobian_and_gamma(model, q + h * qd, qd)[0]
+                - jacobian_and_gamma(model, q - h * qd, qd)[0]
+            )
+            @ qd
+            / (2 * h)
+        )
         err_j, err_g = np.abs(fd_jac - jac).max(), np.abs(fd_gamma - gamma).max()
         print(f"n={n}: Jacobian FD error {err_j:.1e}, Gamma FD error {err_g:.1e}")
         assert err_j < 1e-7 and err_g < 1e-7
@@ -216,8 +258,10 @@ def _self_check() -> None:
         y, nfev, steps, ok = simulate(model, q0, qd0, 10.0, rtol=1e-8, atol=1e-8)
         wall = time.perf_counter() - start
         drift = np.abs(constraints(model, y[: q0.size])).max()
-        print(f"{name:12s} t1=10 s: steps={steps:6d} nfev={nfev:7d} wall={wall:7.2f} s "
-              f"success={ok} |Phi(t1)|={drift:.1e}")
+        print(
+            f"{name:12s} t1=10 s: steps={steps:6d} nfev={nfev:7d} wall={wall:7.2f} s "
+            f"success={ok} |Phi(t1)|={drift:.1e}"
+        )
 
 
 if __name__ == "__main__":

@@ -68,7 +68,8 @@ def assemble(
     params = mechanism.params if params is None else params
     n = mechanism.n
     q = jnp.asarray(q_guess)
-    q = q.astype(jnp.result_type(q.dtype, float))
+    if not jnp.issubdtype(q.dtype, jnp.floating):
+        q = q.astype(jnp.result_type(float))
     if q.shape != (n,):
         raise ValueError(f"q_guess must have shape ({n},), got {q.shape}")
     if isinstance(q, jax.core.Tracer):
@@ -90,7 +91,9 @@ def assemble(
     @jax.jit
     def newton_step(q_):
         r = residual(q_)
-        jac = jnp.concatenate([constraint_jacobian(mechanism, t0, q_, params)[: mechanism.n_holonomic], selector])
+        jac = jnp.concatenate(
+            [constraint_jacobian(mechanism, t0, q_, params)[: mechanism.n_holonomic], selector]
+        )
         return q_ - jnp.linalg.pinv(jac) @ r, jnp.max(jnp.abs(r), initial=0.0)
 
     err = float("inf")
@@ -111,6 +114,8 @@ def assemble(
 
     # Velocities: min-norm correction onto C q̇ + b = 0 with the fixed velocities kept.
     jac = jnp.concatenate([constraint_jacobian(mechanism, t0, q, params), selector])
-    vel_res = jnp.concatenate([velocity_residual(mechanism, t0, q, qd, params), jnp.zeros(len(idx), q.dtype)])
+    vel_res = jnp.concatenate(
+        [velocity_residual(mechanism, t0, q, qd, params), jnp.zeros(len(idx), q.dtype)]
+    )
     qd = qd - jnp.linalg.pinv(jac) @ vel_res
     return q, qd

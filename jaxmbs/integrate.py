@@ -157,9 +157,8 @@ def _check_inputs(mechanism: Mechanism, q0, qd0, t_span, saveat):
             s = np.asarray(saveat)
             if np.any(np.diff(s) < 0):
                 raise ValueError("saveat must be non-decreasing")
-            if not isinstance(t0, jax.core.Tracer) and not isinstance(t1, jax.core.Tracer):
-                if s[0] < float(t0) or s[-1] > float(t1):
-                    raise ValueError(f"saveat must lie within t_span = ({float(t0)}, {float(t1)})")
+            if _is_concrete(t0, t1) and (s[0] < float(t0) or s[-1] > float(t1)):
+                raise ValueError(f"saveat must lie within t_span = ({float(t0)}, {float(t1)})")
     return q0, qd0, t0, t1, saveat
 
 
@@ -173,8 +172,14 @@ def _consistency(mechanism, t0, q0, qd0, params, tol):
     finite = jnp.all(jnp.isfinite(q0)) & jnp.all(jnp.isfinite(qd0))
     mass_ok = jnp.all(jnp.isfinite(chol))
     consistent = (err_phi <= tol) & (err_c <= tol)
-    return {"finite": finite, "mass_ok": mass_ok, "consistent": consistent,
-            "ok": finite & mass_ok & consistent, "err_phi": err_phi, "err_c": err_c}
+    return {
+        "finite": finite,
+        "mass_ok": mass_ok,
+        "consistent": consistent,
+        "ok": finite & mass_ok & consistent,
+        "err_phi": err_phi,
+        "err_c": err_c,
+    }
 
 
 def _raise_if_invalid(check: dict, tol: float) -> None:
@@ -266,8 +271,9 @@ def simulate(
         throw=throw,
     )
     if throw and _is_concrete(q0, qd0, t0, params):
-        _raise_if_invalid(_consistency(mechanism, t0, q0, qd0, params, consistency_tol),
-                          consistency_tol)
+        _raise_if_invalid(
+            _consistency(mechanism, t0, q0, qd0, params, consistency_tol), consistency_tol
+        )
     return _solve(mechanism, structure, q0, qd0, t0, t1, saveat, options)
 
 
@@ -371,16 +377,27 @@ def _solve(mechanism, structure, q0, qd0, t0, t1, saveat, options: _Options) -> 
 
     def outputs(t, q_, qd_):
         qdd, lam = accelerations_and_multipliers(
-            mechanism, t, q_, qd_, params, method=options.formulation,
-            stabilization=stabilization, structure=structure,
+            mechanism,
+            t,
+            q_,
+            qd_,
+            params,
+            method=options.formulation,
+            stabilization=stabilization,
+            structure=structure,
         )
         phi = position_residual(mechanism, t, q_, params)
         c = velocity_residual(mechanism, t, q_, qd_, params)
         energy = (
             mechanism.energy(q_, qd_, params) if mechanism.potential_energy is not None else None
         )
-        return (qdd, lam, jnp.max(jnp.abs(phi), initial=0.0), jnp.max(jnp.abs(c), initial=0.0),
-                energy)
+        return (
+            qdd,
+            lam,
+            jnp.max(jnp.abs(phi), initial=0.0),
+            jnp.max(jnp.abs(c), initial=0.0),
+            energy,
+        )
 
     qdd, lam, res_phi, res_c, energy = jax.vmap(outputs)(ts, q, qd)
     code = _result_code(out.result, ok)

@@ -54,7 +54,9 @@ def velocity_residual(
     return jnp.concatenate(parts)
 
 
-def constraint_jacobian(mechanism: Mechanism, t, q: Coordinates, params: Params) -> ConstraintJacobian:
+def constraint_jacobian(
+    mechanism: Mechanism, t, q: Coordinates, params: Params
+) -> ConstraintJacobian:
     """C = ∂c/∂q̇, shape (m + h, n): Φ_q stacked over the Pfaffian matrix A."""
     qd0 = jnp.zeros_like(q)
     return jax.jacfwd(lambda qd: velocity_residual(mechanism, t, q, qd, params))(qd0)

@@ -130,7 +130,7 @@ class Mechanism(eqx.Module):
         self.structure = None
         if reference_q is not None:
             q_ref = _check_q(reference_q, n)
-            _check_mass_matrix(np.asarray(mass_matrix(q_ref, params)))
+            _check_mass_matrix(np.asarray(mass_matrix(jnp.asarray(q_ref), params)))
             self.structure = analyze_structure(self, q_ref, reference_t)
 
     @classmethod
@@ -161,7 +161,9 @@ class Mechanism(eqx.Module):
         def forces(t, q, qd, p):
             dT_dq = jax.grad(kinetic_energy, argnums=0)(q, qd, p)
             # (∂²T/∂q̇∂q) q̇: derivative of the momentum ∂T/∂q̇ along q̇ at fixed q̇.
-            _, coupling = jax.jvp(lambda q_: jax.grad(kinetic_energy, argnums=1)(q_, qd, p), (q,), (qd,))
+            _, coupling = jax.jvp(
+                lambda q_: jax.grad(kinetic_energy, argnums=1)(q_, qd, p), (q,), (qd,)
+            )
             out = dT_dq - coupling
             if potential_energy is not None:
                 out = out - jax.grad(potential_energy)(q, p)
@@ -182,7 +184,7 @@ class Mechanism(eqx.Module):
     def with_structure(self, q, t: float = 0.0) -> Mechanism:
         """Return a copy whose constraint structure is analysed at the concrete `q`."""
         q = _check_q(q, self.n)
-        _check_mass_matrix(np.asarray(self.mass_matrix(q, self.params)))
+        _check_mass_matrix(np.asarray(self.mass_matrix(jnp.asarray(q), self.params)))
         structure = analyze_structure(self, q, t)
         new = copy.copy(self)
         object.__setattr__(new, "structure", structure)  # a static field: not reachable by tree_at
@@ -206,7 +208,9 @@ class Mechanism(eqx.Module):
         for group, rows in self.constraint_groups:
             if group == name:
                 return rows
-        raise KeyError(f"no constraint group {name!r}; groups: {[g for g, _ in self.constraint_groups]}")
+        raise KeyError(
+            f"no constraint group {name!r}; groups: {[g for g, _ in self.constraint_groups]}"
+        )
 
 
 def _check_q(q, n: int) -> np.ndarray:

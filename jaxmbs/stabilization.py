@@ -83,7 +83,9 @@ class AbstractStabilization(eqx.Module):
         """Γ used in C q̈ = Γ (default: unchanged)."""
         return gamma
 
-    def wrap_solver(self, solver: diffrax.AbstractSolver, project: Callable) -> diffrax.AbstractSolver:
+    def wrap_solver(
+        self, solver: diffrax.AbstractSolver, project: Callable
+    ) -> diffrax.AbstractSolver:
         """The diffrax solver to use (default: unchanged)."""
         return solver
 
@@ -189,4 +191,3 @@ def project_state(mechanism, structure, iterations: int, t, y, params):
     q, qd = y
     q = project_positions(mechanism, structure, t, q, params, iterations)
     return q, project_velocities(mechanism, structure, t, q, qd, params)
-

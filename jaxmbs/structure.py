@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+import jax.numpy as jnp
 import numpy as np
 
 from .kinematics import constraint_jacobian
@@ -118,7 +119,7 @@ def analyze_structure(mechanism: Mechanism, q, t: float = 0.0, params=None) -> S
     """
     params = mechanism.params if params is None else params
     try:
-        jacobian = np.asarray(constraint_jacobian(mechanism, t, np.asarray(q), params))
+        jacobian = np.asarray(constraint_jacobian(mechanism, t, jnp.asarray(q), params))
     except Exception as err:  # tracers cannot be analysed
         raise ValueError(
             "structure analysis needs concrete q and parameters (it runs outside jit); "

@@ -12,7 +12,9 @@ import jaxmbs
 from jaxmbs.joints import planar
 
 
-def chain(n_links: int = 5, length: float = 1.0, mass: float = 1.0, g: float = 9.81) -> jaxmbs.Mechanism:
+def chain(
+    n_links: int = 5, length: float = 1.0, mass: float = 1.0, g: float = 9.81
+) -> jaxmbs.Mechanism:
     """The chain; params {"l", "m", "g"} shared by all links."""
     if n_links < 1:
         raise ValueError(f"n_links must be at least 1, got {n_links}")
@@ -21,7 +23,9 @@ def chain(n_links: int = 5, length: float = 1.0, mass: float = 1.0, g: float = 9
     def tip(sign):
         return lambda p: (sign * p["l"] / 2, 0.0)
 
-    bodies = [planar.Body(f"link{k}", "m", lambda p: p["m"] * p["l"] ** 2 / 12) for k in range(n_links)]
+    bodies = [
+        planar.Body(f"link{k}", "m", lambda p: p["m"] * p["l"] ** 2 / 12) for k in range(n_links)
+    ]
     joints = [planar.Revolute("J0", 0, tip(-1))]
     joints += [planar.Revolute(f"J{k}", k - 1, tip(1), k, tip(-1)) for k in range(1, n_links)]
     mech = planar.planar_mechanism(bodies, joints, params, gravity=lambda p: (0.0, -p["g"]))

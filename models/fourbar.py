@@ -64,7 +64,9 @@ def _configuration(p: dict, crank_angle: float) -> np.ndarray:
     return np.array([*(A + B) / 2, crank_angle, *(B + C) / 2, phi2, *(C + D) / 2, phi3])
 
 
-def initial_state(mechanism: jaxmbs.Mechanism, crank_angle: float = np.pi / 3, crank_speed: float = 2.0):
+def initial_state(
+    mechanism: jaxmbs.Mechanism, crank_angle: float = np.pi / 3, crank_speed: float = 2.0
+):
     """Consistent (q0, qd0) with the given crank angle and angular velocity."""
     p = {k: float(v) for k, v in mechanism.params.items()}
     q_guess = _configuration(p, crank_angle)

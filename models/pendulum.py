@@ -81,4 +81,8 @@ def initial_state(mechanism: jaxmbs.Mechanism, amplitude: float):
 def period(mechanism: jaxmbs.Mechanism) -> float:
     """Small-oscillation period 2π√((mρ² + J)/(m g ρ)) (J = 0 for the mathematical one)."""
     p = {k: float(v) for k, v in mechanism.params.items()}
-    return 2 * np.pi * np.sqrt((p["m"] * p["rho"] ** 2 + p.get("J", 0.0)) / (p["m"] * p["g"] * p["rho"]))
+    return (
+        2
+        * np.pi
+        * np.sqrt((p["m"] * p["rho"] ** 2 + p.get("J", 0.0)) / (p["m"] * p["g"] * p["rho"]))
+    )

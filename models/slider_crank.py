@@ -17,8 +17,17 @@ import numpy as np
 import jaxmbs
 from jaxmbs.joints import planar
 
-DEFAULTS = {"r": 0.15, "L": 0.5, "m1": 1.0, "m2": 1.5, "m3": 0.8, "J3": 1e-3, "g": 9.81,
-            "theta0": np.pi / 4, "omega": 2 * np.pi}
+DEFAULTS = {
+    "r": 0.15,
+    "L": 0.5,
+    "m1": 1.0,
+    "m2": 1.5,
+    "m3": 0.8,
+    "J3": 1e-3,
+    "g": 9.81,
+    "theta0": np.pi / 4,
+    "omega": 2 * np.pi,
+}
 
 
 def slider_crank(driven: bool = False, **params: float) -> jaxmbs.Mechanism:
@@ -48,8 +57,12 @@ def _configuration(p: dict, crank_angle: float) -> np.ndarray:
     return np.array([*A / 2, crank_angle, *(A + B) / 2, phi2, *B, 0.0])
 
 
-def initial_state(mechanism: jaxmbs.Mechanism, crank_angle: float | None = None,
-                  crank_speed: float | None = None, t0: float = 0.0):
+def initial_state(
+    mechanism: jaxmbs.Mechanism,
+    crank_angle: float | None = None,
+    crank_speed: float | None = None,
+    t0: float = 0.0,
+):
     """Consistent (q0, qd0) at time t0; the defaults θ0 + ω t0 and ω follow the drive."""
     p = {k: float(v) for k, v in mechanism.params.items()}
     theta = p["theta0"] + p["omega"] * t0 if crank_angle is None else crank_angle

@@ -43,7 +43,9 @@ def test_non_finite_state(model):
 
 def test_inconsistent_initial_conditions(model):
     mech, q0, qd0 = model
-    with pytest.raises(ValueError, match=r"inconsistent initial conditions: \|Φ\(q0\)\| = 1.000e-02"):
+    with pytest.raises(
+        ValueError, match=r"inconsistent initial conditions: \|Φ\(q0\)\| = 1.000e-02"
+    ):
         jaxmbs.simulate(mech, q0.at[0].add(0.01), qd0, (0.0, 1.0))
     with pytest.raises(ValueError, match="inconsistent initial conditions"):
         jaxmbs.simulate(mech, q0, qd0.at[0].add(0.5), (0.0, 1.0))
@@ -55,8 +57,11 @@ def test_singular_mass_matrix(model):
     with pytest.raises(ValueError, match="M\\(q0\\) is singular"):
         jaxmbs.simulate(mech, q0, qd0, (0.0, 1.0), params=massless)
     with pytest.raises(ValueError, match="not positive definite"):
-        planar.planar_mechanism([planar.Body("b", 0.0, 1.0)], [planar.Revolute("pin", 0, (0.0, 0.0))],
-                                reference_q=np.zeros(3))
+        planar.planar_mechanism(
+            [planar.Body("b", 0.0, 1.0)],
+            [planar.Revolute("pin", 0, (0.0, 0.0))],
+            reference_q=np.zeros(3),
+        )
 
 
 def test_assemble_reports_failure():
@@ -72,8 +77,9 @@ def test_assemble_reports_failure():
 
 def test_assemble_from_a_rough_guess():
     mech = pendulum.physical_pendulum()
-    q, qd = jaxmbs.assemble(mech, jnp.array([0.3, -0.3, -0.9]), jnp.array([1.0, 0.0, 0.0]),
-                            fixed=("gamma",))
+    q, qd = jaxmbs.assemble(
+        mech, jnp.array([0.3, -0.3, -0.9]), jnp.array([1.0, 0.0, 0.0]), fixed=("gamma",)
+    )
     assert float(q[2]) == -0.9
     assert float(jnp.max(jnp.abs(jaxmbs.position_residual(mech, 0.0, q, mech.params)))) < 1e-13
     assert float(jnp.max(jnp.abs(jaxmbs.velocity_residual(mech, 0.0, q, qd, mech.params)))) < 1e-13

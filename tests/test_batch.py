@@ -17,8 +17,9 @@ def setup():
 
     @jax.jit
     def final_state(speed):
-        sol = jaxmbs.simulate(mech, q0, speed * unit_qd, (0.0, 1.0), saveat=jnp.array([0.5, 1.0]),
-                              throw=False)
+        sol = jaxmbs.simulate(
+            mech, q0, speed * unit_qd, (0.0, 1.0), saveat=jnp.array([0.5, 1.0]), throw=False
+        )
         return sol.q, sol.result
 
     return final_state

@@ -62,7 +62,9 @@ def test_kkt_and_qr_agree(case):
         (qdd_k, lam_k), (qdd_q, lam_q) = out["kkt"], out["qr"]
         scale = max(1.0, float(jnp.max(jnp.abs(qdd_k))))
         assert_close(qdd_q, qdd_k, 0, FORMULATION_RTOL * scale, "q̈ QR vs KKT")
-        assert_close(lam_q, lam_k, 0, FORMULATION_RTOL * max(1.0, float(jnp.max(jnp.abs(lam_k)))), "λ")
+        assert_close(
+            lam_q, lam_k, 0, FORMULATION_RTOL * max(1.0, float(jnp.max(jnp.abs(lam_k)))), "λ"
+        )
         # The equations themselves: M q̈ + Cᵀλ = Q and C q̈ = Γ.
         p = mech.params
         M, Q = mech.mass_matrix(q, p), mech.forces(t, q, qd, p)
@@ -87,9 +89,13 @@ def test_against_hand_derived_numpy_reference():
     mech = chain.chain(4)
     ref = reference.chain_model(4)
     q, qd = chain.initial_state(mech, 0.7)
-    qd = jaxmbs.project_velocities(mech, mech.structure, 0.0, q, jnp.asarray(RNG.normal(size=12)), mech.params)
+    qd = jaxmbs.project_velocities(
+        mech, mech.structure, 0.0, q, jnp.asarray(RNG.normal(size=12)), mech.params
+    )
     qdd = jaxmbs.accelerations(mech, 0.0, q, qd)
-    assert_close(qdd, reference.accelerations(ref, np.asarray(q), np.asarray(qd)), 0, 1e-10, "chain q̈")
+    assert_close(
+        qdd, reference.accelerations(ref, np.asarray(q), np.asarray(qd)), 0, 1e-10, "chain q̈"
+    )
 
 
 def test_redundant_fourbar_structure_and_reactions():

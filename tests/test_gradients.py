@@ -21,8 +21,9 @@ def setup():
 def final_crank_angle(mech, q0, unit_qd, method):
     def f(m2, speed):
         params = {**mech.params, "m2": m2}
-        sol = jaxmbs.simulate(mech, q0, speed * unit_qd, (0.0, 2.0), params=params, method=method,
-                              rtol=TOL, atol=TOL)
+        sol = jaxmbs.simulate(
+            mech, q0, speed * unit_qd, (0.0, 2.0), params=params, method=method, rtol=TOL, atol=TOL
+        )
         return sol.q[-1, 2]
 
     return f

@@ -24,16 +24,30 @@ def test_jacobian_and_gamma_by_finite_differences():
     C = jaxmbs.constraint_jacobian(mech, t, q, p)
     h = 1e-6
     fd = jnp.stack(
-        [(jaxmbs.position_residual(mech, t, q + h * e, p) - jaxmbs.position_residual(mech, t, q - h * e, p)) / (2 * h)
-         for e in jnp.eye(9)], axis=1)
+        [
+            (
+                jaxmbs.position_residual(mech, t, q + h * e, p)
+                - jaxmbs.position_residual(mech, t, q - h * e, p)
+            )
+            / (2 * h)
+            for e in jnp.eye(9)
+        ],
+        axis=1,
+    )
     assert_close(C, fd, 0, 1e-8, "Φ_q")
     # c = Φ_q q̇ + Φ_t: compare with d/dt Φ(t, q + t q̇).
-    phi_dot = (jaxmbs.position_residual(mech, t + h, q + h * qd, p)
-               - jaxmbs.position_residual(mech, t - h, q - h * qd, p)) / (2 * h)
+    phi_dot = (
+        jaxmbs.position_residual(mech, t + h, q + h * qd, p)
+        - jaxmbs.position_residual(mech, t - h, q - h * qd, p)
+    ) / (2 * h)
     assert_close(jaxmbs.velocity_residual(mech, t, q, qd, p), phi_dot, 0, 1e-8, "Φ̇")
+
     # Along q(τ) = q + τ q̇ + τ²/2 a: dc/dτ = C a − Γ.
     def c_along(tau):
-        return jaxmbs.velocity_residual(mech, t + tau, q + tau * qd + tau**2 / 2 * a, qd + tau * a, p)
+        return jaxmbs.velocity_residual(
+            mech, t + tau, q + tau * qd + tau**2 / 2 * a, qd + tau * a, p
+        )
+
     c_dot = (c_along(h) - c_along(-h)) / (2 * h)
     gamma = jaxmbs.acceleration_rhs(mech, t, q, qd, p)
     assert_close(C @ a - gamma, c_dot, 0, 1e-7, "Γ")
@@ -43,8 +57,13 @@ def sleigh():
     """A body on a horizontal plane with a knife edge behind its centre (Chaplygin sleigh)."""
     bodies = [planar.Body("sleigh", "m", "J")]
     joints = [planar.KnifeEdge("blade", 0, (-0.3, 0.0), (1.0, 0.0))]
-    return planar.planar_mechanism(bodies, joints, {"m": 2.0, "J": 0.2}, gravity=(0.0, 0.0),
-                                   reference_q=np.array([0.1, 0.2, 0.3]))
+    return planar.planar_mechanism(
+        bodies,
+        joints,
+        {"m": 2.0, "J": 0.2},
+        gravity=(0.0, 0.0),
+        reference_q=np.array([0.1, 0.2, 0.3]),
+    )
 
 
 def test_knife_edge_structure_and_motion():
@@ -54,8 +73,16 @@ def test_knife_edge_structure_and_motion():
     q0, qd0 = jaxmbs.assemble(mech, jnp.array([0.0, 0.0, 0.3]), jnp.array([1.0, 0.5, 2.0]))
     assert float(jnp.abs(jaxmbs.velocity_residual(mech, 0.0, q0, qd0, mech.params)[0])) < 1e-14
     for method in ("kkt", "qr"):
-        sol = jaxmbs.simulate(mech, q0, qd0, (0.0, 5.0), saveat=jnp.linspace(0, 5, 51),
-                              method=method, rtol=1e-10, atol=1e-10)
+        sol = jaxmbs.simulate(
+            mech,
+            q0,
+            qd0,
+            (0.0, 5.0),
+            saveat=jnp.linspace(0, 5, 51),
+            method=method,
+            rtol=1e-10,
+            atol=1e-10,
+        )
         assert float(jnp.max(sol.velocity_residual)) <= 1e-10
         energy = jax.vmap(mech.energy)(sol.q, sol.qd)  # no potential: kinetic energy only
         assert float(jnp.max(jnp.abs(energy / energy[0] - 1))) < 1e-8
@@ -67,6 +94,7 @@ def test_knife_edge_structure_and_motion():
 
 def test_lagrangian_form_matches_explicit_mass_matrix():
     """Pendulum in polar-like coordinates q = [x, y] via T and V: M and Q by autodiff."""
+
     def kinetic(q, qd, p):
         return 0.5 * p["m"] * qd @ qd + 0.5 * p["J"] * (q[0] * qd[1] - q[1] * qd[0]) ** 2 / (q @ q)
 
@@ -85,8 +113,10 @@ def test_lagrangian_form_matches_explicit_mass_matrix():
     qdd = jnp.array([0.1, -0.3])
     dT_dqd = jax.grad(kinetic, argnums=1)
     h = 1e-6
-    d_dt = (dT_dqd(q + h * qd + h**2 / 2 * qdd, qd + h * qdd, params)
-            - dT_dqd(q - h * qd + h**2 / 2 * qdd, qd - h * qdd, params)) / (2 * h)
+    d_dt = (
+        dT_dqd(q + h * qd + h**2 / 2 * qdd, qd + h * qdd, params)
+        - dT_dqd(q - h * qd + h**2 / 2 * qdd, qd - h * qdd, params)
+    ) / (2 * h)
     lagrange = d_dt - jax.grad(kinetic)(q, qd, params) + jax.grad(potential)(q, params)
     residual = mech.mass_matrix(q, params) @ qdd - mech.forces(0.0, q, qd, params)
     assert_close(residual, lagrange, 0, 1e-7, "Lagrange's equations")

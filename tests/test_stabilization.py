@@ -10,15 +10,18 @@ from jaxmbs.models import fourbar, slider_crank
 
 CASES = {
     "fourbar": lambda: (lambda m: (m, *fourbar.initial_state(m)))(fourbar.fourbar()),
-    "slider-crank": lambda: (lambda m: (m, *slider_crank.initial_state(m)))(slider_crank.slider_crank()),
+    "slider-crank": lambda: (lambda m: (m, *slider_crank.initial_state(m)))(
+        slider_crank.slider_crank()
+    ),
 }
 TS = jnp.linspace(0.0, 10.0, 201)
 
 
 def run(case, stabilization, tol):
     mech, q0, qd0 = CASES[case]()
-    return jaxmbs.simulate(mech, q0, qd0, (0.0, 10.0), saveat=TS, stabilization=stabilization,
-                           rtol=tol, atol=tol)
+    return jaxmbs.simulate(
+        mech, q0, qd0, (0.0, 10.0), saveat=TS, stabilization=stabilization, rtol=tol, atol=tol
+    )
 
 
 def energy_drift(sol):

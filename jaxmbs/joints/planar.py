@@ -100,7 +100,9 @@ class Translational:
     def __call__(self, t, q, p) -> Array:
         axis = rotation(angle(q, self.body_i)) @ value(self.axis_i, p)
         normal = jnp.array([-axis[1], axis[0]])
-        d = point(q, self.body_j, value(self.point_j, p)) - point(q, self.body_i, value(self.point_i, p))
+        d = point(q, self.body_j, value(self.point_j, p)) - point(
+            q, self.body_i, value(self.point_i, p)
+        )
         relative = angle(q, self.body_j) - angle(q, self.body_i) - value(self.angle, p)
         return jnp.stack([normal @ d, relative])
 
@@ -119,7 +121,9 @@ class Distance:
     holonomic: bool = dataclasses.field(default=True, init=False)
 
     def __call__(self, t, q, p) -> Array:
-        d = point(q, self.body_j, value(self.point_j, p)) - point(q, self.body_i, value(self.point_i, p))
+        d = point(q, self.body_j, value(self.point_j, p)) - point(
+            q, self.body_i, value(self.point_i, p)
+        )
         return jnp.atleast_1d(d @ d - value(self.length, p) ** 2)
 
 
