@@ -1,0 +1,1 @@
+"""Ratio benchmarks of jaxmbs against a NumPy + SciPy implementation of the same method."""
