@@ -74,7 +74,7 @@ SOLVABLE = ("A", "D", "E", "F", "G", "H", "drive", "W5")
 NOT_SOLVABLE = ("B", "C", "W1", "W2", "W3", "W4")
 
 
-def _points(p) -> dict:
+def points(p) -> dict:
     """Joint points in the body frames (Table 3: s_P on body i, s_Q on body j) and the
     knife-edge contact points (Table 1), as functions of a so that gradients reach it."""
     a = jnp.asarray(p["a"])
@@ -103,8 +103,8 @@ def _points(p) -> dict:
 
 
 def _at(key: str):
-    """A point specification: the named point of `_points`."""
-    return lambda p: _points(p)[key]
+    """A point specification: the named point of `points`."""
+    return lambda p: points(p)[key]
 
 
 def _bump(u):
@@ -122,8 +122,8 @@ def steering(t, p):
 def _slider_rise(q, p):
     """Rise of the slider's point P6 over the platform's point Q1 along the platform's y
     axis, minus its value 20a in q0 (the paper's driving constraint, Appendix eq 43)."""
-    rise = planar.point(q, 5, jnp.asarray(_points(p)["H6"])) - planar.point(
-        q, 0, jnp.asarray(_points(p)["H1"])
+    rise = planar.point(q, 5, jnp.asarray(points(p)["H6"])) - planar.point(
+        q, 0, jnp.asarray(points(p)["H1"])
     )
     return rise @ (planar.rotation(q[2]) @ jnp.array([0.0, 1.0])) - 20 * p["a"]
 

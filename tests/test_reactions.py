@@ -236,12 +236,16 @@ def test_blajer_schemes_agree_and_match_the_absolute_model(blajer_state):
     assert_close(r.joints["D"]["force"], f[37], 0, 1e-9 * scale, "O4 reaction vs joint D")
 
 
-def test_physical_reactions_bad_input(blajer_state):
+def test_bad_input(blajer_state):
     mech, _, distribution, q, qd = blajer_state
     with pytest.raises(ValueError, match="scheme must be one of"):
         jaxmbs.physical_reactions(mech, 0.0, q, qd, distribution, scheme=36)
     with pytest.raises(ValueError, match=r"shape \(rank C, n\) = \(2, 3\)"):
         jaxmbs.physical_reactions(mech, 0.0, q, qd, jnp.ones((3, 3)))
+    with pytest.raises(ValueError, match=r"multipliers in \(2,\)"):
+        jaxmbs.constraint_reactions(mech, 0.0, q, jnp.zeros(3))
+    with pytest.raises(ValueError, match="finite configuration of shape"):
+        jaxmbs.analyze(mech, q[:2])
 
 
 # --- solvability --------------------------------------------------------------------------
@@ -299,3 +303,21 @@ def test_analyze_command(capsys):
     text = capsys.readouterr().out
     assert "redundancy p = 1" in text and "non-unique reactions: A, B, AB" in text
     assert "| C | holonomic | 4,5 | 2 |" in text and "B_AB" in text
+
+
+@pytest.fixture
+def float32():
+    jax.config.update("jax_enable_x64", False)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_x64", True)
+
+
+def test_analyze_in_float32(float32):
+    mech = fourbar.fourbar(redundant=True)
+    q, _ = fourbar.initial_state(mech, 0.8)
+    assert q.dtype == jnp.float32
+    report = jaxmbs.analyze(mech, q)
+    assert report.solvable == {"A": False, "B": False, "C": True, "D": True, "AB": False}
+    assert report.consistent
