@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .kinematics import constraint_jacobian
-from .structure import RANK_RTOL, pivoted_row_selection
+from .structure import RANK_RTOL, Structure, pivoted_row_selection
 
 if TYPE_CHECKING:
     from .mechanism import Mechanism
@@ -58,7 +58,7 @@ def pivoted_qr(A: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return Q, np.triu(R), perm
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class GroupSolvability:
     """Solvability of one constraint group's reaction.
 
@@ -82,38 +82,23 @@ class GroupSolvability:
 
 
 @dataclasses.dataclass(frozen=True)
-class Analysis:
+class Analysis(Structure):
     """Constraint structure and reaction solvability at one configuration.
+
+    A [`jaxmbs.Structure`][] (n, m, h, rank r, rank Φ_q, independent rows, and the
+    properties `redundancy` p = m + h − r, `dof` = n − r and `dependent_rows`: one choice
+    of p rows whose elimination leaves an independent set) plus:
 
     **Fields:**
 
-    - `n`, `n_holonomic`, `n_pfaffian`: coordinates, holonomic rows m, Pfaffian rows h.
-    - `rank`: r = rank C; `rank_holonomic`: rank Φ_q; `rank_pfaffian`: rank of the
-      Pfaffian block alone.
-    - `redundancy`: p = m + h − r (eq 7); `dof`: n − r, the independent velocities.
-    - `dependent_rows`: p rows whose removal leaves an independent set (pivoting on the
-      rows, holonomic first) — one valid choice for redundant-row elimination.
+    - `rank_pfaffian`: rank of the Pfaffian block alone.
     - `groups`: per-group [`jaxmbs.GroupSolvability`][], in the mechanism's order.
     - `coordinate_names`: for printing B_X.
     """
 
-    n: int
-    n_holonomic: int
-    n_pfaffian: int
-    rank: int
-    rank_holonomic: int
     rank_pfaffian: int
-    dependent_rows: tuple[int, ...]
     groups: tuple[GroupSolvability, ...]
     coordinate_names: tuple[str, ...]
-
-    @property
-    def redundancy(self) -> int:
-        return self.n_holonomic + self.n_pfaffian - self.rank
-
-    @property
-    def dof(self) -> int:
-        return self.n - self.rank
 
     @property
     def solvable(self) -> dict[str, bool]:
@@ -126,6 +111,7 @@ class Analysis:
         return all(g.unique == g.unique_by_rank for g in self.groups)
 
     def group(self, name: str) -> GroupSolvability:
+        """The result of one group, by name."""
         for g in self.groups:
             if g.name == name:
                 return g
@@ -243,17 +229,24 @@ def analyze(mechanism: Mechanism, q, t: float = 0.0, params=None) -> Analysis:
     m = mechanism.n_holonomic
     rank, groups = solvability(C, mechanism.constraint_groups, m, rtol)
     tol = rtol * max(1.0, float(np.max(np.abs(C), initial=0.0)))
-    hol, basis, _ = pivoted_row_selection(C[:m], tol=tol)
-    pf, _, _ = pivoted_row_selection(C[m:], basis=basis, tol=tol)
-    chosen = set(hol) | {m + i for i in pf}
+    hol, basis, piv_h = pivoted_row_selection(C[:m], tol=tol)
+    pf, _, piv_p = pivoted_row_selection(C[m:], basis=basis, tol=tol)
+    pivots = piv_h + piv_p
+    if len(pivots) != rank:
+        raise ValueError(
+            f"rank of C is ill-determined at this configuration (pivoted QR: {rank}, row "
+            f"pivoting: {len(pivots)}); analyse a generic, non-singular configuration"
+        )
     return Analysis(
         n=mechanism.n,
         n_holonomic=m,
         n_pfaffian=mechanism.n_pfaffian,
         rank=rank,
-        rank_holonomic=_rank(C[:m], tol),
+        rank_holonomic=len(hol),
+        independent_rows=tuple(sorted(hol) + sorted(m + i for i in pf)),
+        independent_holonomic_rows=tuple(sorted(hol)),
+        smallest_pivot=min(pivots) / max(pivots) if pivots else 1.0,
         rank_pfaffian=_rank(C[m:], tol),
-        dependent_rows=tuple(i for i in range(C.shape[0]) if i not in chosen),
         groups=tuple(groups),
         coordinate_names=mechanism.coordinate_names,
     )
