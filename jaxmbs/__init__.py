@@ -10,6 +10,8 @@ from . import joints as joints
 from .assembly import assemble as assemble
 from .dynamics import accelerations as accelerations
 from .dynamics import accelerations_and_multipliers as accelerations_and_multipliers
+from .elimination import RowElimination as RowElimination
+from .elimination import eliminate_rows as eliminate_rows
 from .formulations import KKT as KKT
 from .formulations import METHODS as METHODS
 from .formulations import AbstractFormulation as AbstractFormulation
@@ -22,6 +24,13 @@ from .kinematics import constraint_jacobian as constraint_jacobian
 from .kinematics import position_residual as position_residual
 from .kinematics import velocity_residual as velocity_residual
 from .mechanism import Mechanism as Mechanism
+from .reactions import Reactions as Reactions
+from .reactions import constraint_reactions as constraint_reactions
+from .reactions import physical_reactions as physical_reactions
+from .reactions import solution_reactions as solution_reactions
+from .solvability import Analysis as Analysis
+from .solvability import GroupSolvability as GroupSolvability
+from .solvability import analyze as analyze
 from .stabilization import AbstractStabilization as AbstractStabilization
 from .stabilization import Baumgarte as Baumgarte
 from .stabilization import NoStabilization as NoStabilization

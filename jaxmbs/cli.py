@@ -63,7 +63,41 @@ def _parser() -> argparse.ArgumentParser:
     )
     sim.add_argument("--out", help="write the trajectory as CSV")
     sim.add_argument("--plot", help="write a PNG figure (needs matplotlib: jaxmbs[figures])")
+    ana = sub.add_parser(
+        "analyze",
+        help="ranks, redundancy and which constraint reactions are unique",
+        description="Analyse a reference mechanism at its initial configuration: ranks of "
+        "the constraint matrices, redundancy, degrees of freedom, and for every constraint "
+        "group whether its reaction is unique (QR and rank criteria).",
+        epilog=f"models: {models}",
+    )
+    ana.add_argument("model", choices=list(_models()), metavar="MODEL", help=f"one of: {models}")
+    ana.add_argument("--links", type=int, default=5, help="number of links of `chain`")
+    ana.add_argument(
+        "--matrices", action="store_true", help="also print the nonzero entries of every B_X"
+    )
     return parser
+
+
+def analyze_command(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    import jaxmbs
+
+    factory = _models()[args.model]
+    mech, q0, _ = factory(args.links) if args.model == "chain" else factory()
+    report = jaxmbs.analyze(mech, q0)
+    print(f"model {args.model}, analysed at its initial configuration")
+    print(report)
+    if args.matrices:
+        for g in report.groups:
+            nonzero = np.flatnonzero(np.max(np.abs(g.B), axis=1, initial=0.0) > 1e-12)
+            if nonzero.size:
+                print(f"\nB_{g.name} (nonzero rows; columns: null-space basis of Cᵀ)")
+                for i in nonzero:
+                    row = np.where(np.abs(g.B[i]) > 1e-12, g.B[i], 0.0)
+                    print(f"  {mech.coordinate_names[i]:>16}  {np.array2string(row, precision=4)}")
+    return 0
 
 
 def simulate_command(args: argparse.Namespace) -> int:
@@ -196,6 +230,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     jax.config.update("jax_enable_x64", not getattr(args, "float32", False))
     if args.command == "simulate":
         return simulate_command(args)
+    if args.command == "analyze":
+        return analyze_command(args)
     return 2
 
 

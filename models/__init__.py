@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import chain, fourbar, pendulum, slider_crank
+from . import chain, fourbar, mobile_robot, pendulum, slider_crank
 
 
 def _pendulum():
@@ -31,6 +31,11 @@ def _slider_crank(driven=False):
     return (mech, *slider_crank.initial_state(mech))
 
 
+def _mobile_robot():
+    mech = mobile_robot.mobile_robot()
+    return (mech, *mobile_robot.initial_state(mech))
+
+
 def _chain(n_links=5):
     mech = chain.chain(n_links)
     return (mech, *chain.initial_state(mech))
@@ -44,4 +49,5 @@ MODELS: dict[str, Callable] = {
     "slider-crank": _slider_crank,
     "slider-crank-driven": lambda: _slider_crank(driven=True),
     "chain": _chain,
+    "mobile-robot": _mobile_robot,
 }

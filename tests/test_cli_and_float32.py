@@ -2,7 +2,6 @@
 
 import csv
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -44,15 +43,6 @@ def test_help_lists_models_and_methods(capsys):
     text = capsys.readouterr().out
     for name in [*MODELS, *jaxmbs.METHODS]:
         assert name in text
-
-
-@pytest.fixture
-def float32():
-    jax.config.update("jax_enable_x64", False)
-    try:
-        yield
-    finally:
-        jax.config.update("jax_enable_x64", True)
 
 
 def test_float32_runs(float32):

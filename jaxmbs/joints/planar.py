@@ -78,12 +78,18 @@ class Revolute:
             q, self.body_j, value(self.point_j, p)
         )
 
+    def reaction(self, t, q, p, lam) -> dict[str, Array]:
+        """Force exerted on body_i by body_j: −λ in global axes (Φ = P_i − P_j, so
+        Φ_{r_i} = I), and the same force in body_i's frame (ground: global)."""
+        force = -lam
+        return {"force": force, "force_local": rotation(angle(q, self.body_i)).T @ force}
+
 
 @dataclasses.dataclass(frozen=True)
 class Translational:
     """Translational (prismatic) joint: body_j slides along `axis_i` fixed in body_i (2 rows).
 
-    Rows: n_iᵀ (P_j − P_i) = 0 with n_i the axis turned by +90° (point P_j stays on the line
+    Rows: n_iᵀ (P_j − P_i) = 0 with n_i the unit axis turned by +90° (P_j stays on the line
     through P_i), and φ_j − φ_i − `angle` = 0 (no relative rotation).
     """
 
@@ -99,12 +105,17 @@ class Translational:
 
     def __call__(self, t, q, p) -> Array:
         axis = rotation(angle(q, self.body_i)) @ value(self.axis_i, p)
-        normal = jnp.array([-axis[1], axis[0]])
+        normal = jnp.array([-axis[1], axis[0]]) / jnp.linalg.norm(axis)
         d = point(q, self.body_j, value(self.point_j, p)) - point(
             q, self.body_i, value(self.point_i, p)
         )
         relative = angle(q, self.body_j) - angle(q, self.body_i) - value(self.angle, p)
         return jnp.stack([normal @ d, relative])
+
+    def reaction(self, t, q, p, lam) -> dict[str, Array]:
+        """Reaction on body_j: the force −λ₀ along the joint normal n_i at P_j (row 0 is
+        n_iᵀ P_j + …) and the couple −λ₁ (row 1 is φ_j + …), i.e. the moment about P_j."""
+        return {"normal_force": -lam[0], "moment": -lam[1]}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,6 +137,14 @@ class Distance:
         )
         return jnp.atleast_1d(d @ d - value(self.length, p) ** 2)
 
+    def reaction(self, t, q, p, lam) -> dict[str, Array]:
+        """Tension of the rod (positive when it pulls the points together): the force on
+        body_j is −2λ (P_j − P_i), so the tension is 2λ |P_j − P_i|."""
+        d = point(q, self.body_j, value(self.point_j, p)) - point(
+            q, self.body_i, value(self.point_i, p)
+        )
+        return {"tension": 2.0 * lam[0] * jnp.linalg.norm(d)}
+
 
 @dataclasses.dataclass(frozen=True)
 class Driving:
@@ -145,6 +164,11 @@ class Driving:
         f = q[self.coordinate] if isinstance(self.coordinate, int) else self.coordinate(q, p)
         return jnp.atleast_1d(f - self.motion(t, p))
 
+    def reaction(self, t, q, p, lam) -> dict[str, Array]:
+        """Driving effort −λ: the force (or torque) that pushes the driven quantity f(q)
+        up; its generalized force is −λ ∂f/∂q."""
+        return {"force": -lam[0]}
+
 
 @dataclasses.dataclass(frozen=True)
 class KnifeEdge:
@@ -161,14 +185,47 @@ class KnifeEdge:
     rows: int = dataclasses.field(default=1, init=False)
     holonomic: bool = dataclasses.field(default=False, init=False)
 
+    def normal(self, q, p) -> Array:
+        """Unit normal n of the blade in global axes (the blade axis turned by +90°)."""
+        axis = rotation(angle(q, self.body)) @ value(self.axis, p)
+        return jnp.array([-axis[1], axis[0]]) / jnp.linalg.norm(axis)
+
     def __call__(self, t, q, qd, p) -> Array:
         local = value(self.point, p)
         _, velocity = jax.jvp(lambda q_: point(q_, self.body, local), (q,), (qd,))
-        axis = rotation(angle(q, self.body)) @ value(self.axis, p)
-        return jnp.atleast_1d(jnp.array([-axis[1], axis[0]]) @ velocity)
+        return jnp.atleast_1d(self.normal(q, p) @ velocity)
+
+    def reaction(self, t, q, p, lam) -> dict[str, Array]:
+        """Lateral force on the body at the contact point: ψ = nᵀ ṙ_P gives the generalized
+        force −λ (∂ṙ_P/∂q̇)ᵀ n, i.e. the force −λ n at P (also given in global axes)."""
+        return {"lateral_force": -lam[0], "force": -lam[0] * self.normal(q, p)}
 
 
 Joint = Revolute | Translational | Distance | Driving | KnifeEdge
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class JointSet:
+    """The stacked rows of several joints, callable as Φ(t, q, p) or ψ(t, q, qd, p).
+
+    A planar mechanism's `constraints` and `velocity_constraints` are JointSets, so the
+    joints (and their `reaction` methods) stay reachable from the mechanism.
+    """
+
+    joints: tuple[Joint, ...]
+
+    def __call__(self, t, q, *args) -> Array:
+        return jnp.concatenate([j(t, q, *args) for j in self.joints])
+
+
+def joints_of(mechanism: Mechanism) -> tuple[Joint, ...]:
+    """The planar joints a mechanism was built from (empty if not built by
+    `planar_mechanism`)."""
+    out = ()
+    for fn in (mechanism.constraints, mechanism.velocity_constraints):
+        if isinstance(fn, JointSet):
+            out += fn.joints
+    return out
 
 
 def coordinate_names(bodies: Sequence[Body]) -> tuple[str, ...]:
@@ -229,17 +286,11 @@ def planar_mechanism(
             out = out + applied_forces(t, q, qd, p)
         return out
 
-    def constraints(t, q, p):
-        return jnp.concatenate([j(t, q, p) for j in holonomic])
-
-    def velocity_constraints(t, q, qd, p):
-        return jnp.concatenate([j(t, q, qd, p) for j in pfaffian])
-
     return Mechanism(
         mass_matrix,
         forces,
-        constraints if holonomic else None,
-        velocity_constraints if pfaffian else None,
+        JointSet(holonomic) if holonomic else None,
+        JointSet(pfaffian) if pfaffian else None,
         params,
         coordinate_names=coordinate_names(bodies),
         constraint_groups=groups,
