@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import chain, fourbar, pendulum, slider_crank
+from . import chain, fourbar, pendulum, platform, slider_crank
 
 
 def _pendulum():
@@ -31,6 +31,11 @@ def _slider_crank(driven=False):
     return (mech, *slider_crank.initial_state(mech))
 
 
+def _platform(coordinates="absolute"):
+    mech = getattr(platform, coordinates)()
+    return (mech, *platform.initial_state(mech))
+
+
 def _chain(n_links=5):
     mech = chain.chain(n_links)
     return (mech, *chain.initial_state(mech))
@@ -44,4 +49,7 @@ MODELS: dict[str, Callable] = {
     "slider-crank": _slider_crank,
     "slider-crank-driven": lambda: _slider_crank(driven=True),
     "chain": _chain,
+    "platform": _platform,
+    "platform-particles": lambda: _platform("particles"),
+    "platform-joint": lambda: _platform("joint"),
 }
