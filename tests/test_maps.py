@@ -8,6 +8,7 @@ import pytest
 from helpers import FORMULATION_RTOL, assert_close
 
 import jaxmbs
+from jaxmbs.joints import planar
 from jaxmbs.models import pendulum
 from jaxmbs.models import platform as pf
 
@@ -94,6 +95,36 @@ def test_joint_coordinates_reproduce_the_particle_and_absolute_mechanisms(platfo
         q_abs, qd_abs = jax.jvp(lambda t: pf.chain_absolute(t, joint.params), (th,), (thd,))
         _, lam_abs = _both(absolute, q_abs, qd_abs)
         assert_close(lam_abs[jnp.asarray(cut_abs)], nu, 0, 1e-9 * scale, what="absolute λ")
+
+
+def test_pfaffian_constraints_pull_back():
+    """A sled with a knife edge (ψ linear in q̇) in nonlinear coordinates x = θ₀ + θ₁²/2,
+    y = θ₁, φ = θ₂: the mapped mechanism reproduces the sled's accelerations and multiplier."""
+
+    def push(t, q, qd, p):
+        return jnp.array([1.0, 0.5, 0.2]) - 0.1 * qd
+
+    sled = planar.planar_mechanism(
+        [planar.Body("sled", 2.0, 0.3)],
+        [planar.KnifeEdge("blade", 0, (0.1, 0.0))],
+        gravity=(0.0, 0.0),
+        applied_forces=push,
+        reference_q=np.array([0.0, 0.0, 0.3]),
+    )
+
+    def f(th, p):
+        return jnp.stack([th[0] + th[1] ** 2 / 2, th[1], th[2]])
+
+    mapped = jaxmbs.map_coordinates(sled, f, np.array([0.0, 0.0, 0.3]))
+    assert (mapped.n_holonomic, mapped.n_pfaffian) == (0, 1)
+    assert mapped.constraint_groups == (("blade", (0,)),)
+    for _ in range(3):
+        th, thd = jaxmbs.assemble(mapped, RNG.normal(size=3), RNG.normal(size=3))
+        thdd, nu = _both(mapped, th, thd)
+        x, xd = jax.jvp(lambda t: f(t, None), (th,), (thd,))
+        xdd, lam = _both(sled, x, xd)
+        assert_close(along_path(lambda t: f(t, None), th, thd, thdd), xdd, 1e-12, 1e-13)
+        assert_close(nu, lam, 1e-12, 1e-13)
 
 
 def test_map_errors(platform_models):
