@@ -112,7 +112,8 @@ def map_coordinates(
 
     def mass_matrix(th, p):
         J = jacobian(th, p)
-        return J.T @ mechanism.mass_matrix(f(th, p), p) @ J
+        M = J.T @ mechanism.mass_matrix(f(th, p), p) @ J
+        return (M + M.T) / 2  # symmetric to round-off also in float32
 
     def forces(t, th, thd, p):
         x, xd = map_velocity(f, th, thd, p)

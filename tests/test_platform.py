@@ -121,3 +121,20 @@ def test_registered_models():
         mech, q0, qd0 = MODELS[name]()
         assert mech.n == n and q0.shape == (n,) and float(jnp.max(jnp.abs(qd0))) == 0.0
         assert float(jnp.max(jnp.abs(jaxmbs.position_residual(mech, 0.0, q0, mech.params)))) < 1e-14
+
+
+def test_float32_joint_coordinates():
+    """float32 runs (M_θ = JᵀMJ stays symmetric) with float32-level energy balance."""
+    jax.config.update("jax_enable_x64", False)
+    try:
+        mech = pf.joint()
+        q0, qd0 = pf.initial_state(mech)
+        assert q0.dtype == jnp.float32
+        sol = jaxmbs.simulate(mech, q0, qd0, (0.0, 1.0), rtol=1e-5, atol=1e-5, saveat=TS[:11])
+        assert sol.q.dtype == jnp.float32 and int(sol.result) == jaxmbs.RESULTS.successful
+        assert float(jnp.max(sol.position_residual)) < 1e-5
+        work = 10.0 * (pf.platform_pose(mech, sol.q)[:, 0] - pf.platform_pose(mech, q0)[0])
+        balance = np.asarray(sol.energy - sol.energy[0] - work)
+        assert np.max(np.abs(balance)) < 1e-2  # of ~90 J
+    finally:
+        jax.config.update("jax_enable_x64", True)
