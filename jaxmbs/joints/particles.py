@@ -77,6 +77,8 @@ class AbstractParticleBody(abc.ABC):
     dim: ClassVar[int]
     #: Pairs of primaries (by position in `particles`) whose mid-points carry secondaries.
     secondary_pairs: ClassVar[tuple[tuple[int, int], ...]]
+    #: What makes the mass system singular, for the error message.
+    _singular_hint: ClassVar[str]
 
     @abc.abstractmethod
     def primary_local(self, p) -> Array:
@@ -133,8 +135,6 @@ class AbstractParticleBody(abc.ABC):
                 f"system (Attia 2005, eq 2.1) singular (condition number {cond:.1e}); "
                 + self._singular_hint
             )
-
-    _singular_hint: ClassVar[str] = "move the primary particles apart"
 
     def rigidity(self, primaries: Array, p) -> Array:
         """Distance constraints |rᵢ − rⱼ|² − dᵢⱼ² = 0 for every pair of primaries (4.2, 4.4)."""
@@ -550,8 +550,8 @@ class ParticleSystem:
         return out
 
     def check(self, p) -> None:
-        """Clear errors for a singular mass system, a massless particle or an indefinite M
-        (negative particle masses), at concrete parameters."""
+        """Clear errors for a singular mass system or an indefinite M (too negative particle
+        masses, which eq 2.1 allows), at concrete parameters."""
         for b in self.bodies:
             b.check(p)
         if not _concrete(p):
@@ -561,9 +561,9 @@ class ParticleSystem:
         if not np.all(np.isfinite(M)) or eig[0] <= 1e-12 * max(1.0, eig[-1]):
             masses = {k: round(float(v), 6) for k, v in self.particle_masses(p).items()}
             raise ValueError(
-                "the particle mass matrix is not positive definite: a moving particle belongs "
-                "to no body, or the equivalent particle masses are too negative; choose other "
-                f"particle positions. Particle masses: {masses}"
+                "the particle mass matrix is not positive definite: the equivalent particle "
+                "masses are too negative; choose other particle positions (e.g. primaries "
+                f"closer to the centre of mass). Particle masses: {masses}"
             )
 
     def mechanism(
