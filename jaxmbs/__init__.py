@@ -23,6 +23,7 @@ from .kinematics import acceleration_rhs as acceleration_rhs
 from .kinematics import constraint_jacobian as constraint_jacobian
 from .kinematics import position_residual as position_residual
 from .kinematics import velocity_residual as velocity_residual
+from .maps import map_coordinates as map_coordinates
 from .mechanism import Mechanism as Mechanism
 from .reactions import Reactions as Reactions
 from .reactions import constraint_reactions as constraint_reactions

@@ -30,7 +30,7 @@ def independent(C: ConstraintJacobian, gamma: ConstraintVector, structure: Struc
     """The independent rows C_I, Γ_I of the static row selection (no copy if all are)."""
     if structure.redundancy == 0:
         return C, gamma
-    rows = jnp.asarray(structure.independent_rows)
+    rows = jnp.asarray(structure.independent_rows, dtype=int)
     return C[rows], gamma[rows]
 
 
@@ -43,7 +43,7 @@ def expand_multipliers(C: ConstraintJacobian, lam_ind: Array, structure: Structu
     """
     if structure.redundancy == 0:
         return lam_ind
-    C_i = C[jnp.asarray(structure.independent_rows)]
+    C_i = C[jnp.asarray(structure.independent_rows, dtype=int)]
     T = jnp.linalg.solve(C_i @ C_i.T, C_i @ C.T).T
     return T @ jnp.linalg.solve(T.T @ T, lam_ind)
 

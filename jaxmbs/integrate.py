@@ -352,7 +352,8 @@ def _solve(mechanism, structure, q0, qd0, t0, t1, saveat, options: _Options) -> 
     vector_field = _VectorField(mechanism, structure, options.formulation, stabilization)
     project = _Projector(mechanism, structure, getattr(stabilization, "iterations", 0))
     solver = stabilization.wrap_solver(options.solver, project)
-    check_rank = options.rank_rtol is not None
+    # An unconstrained mechanism (e.g. an open chain in joint coordinates) has no rank to lose.
+    check_rank = options.rank_rtol is not None and structure.rank > 0
     out = diffrax.diffeqsolve(
         diffrax.ODETerm(vector_field),
         solver,

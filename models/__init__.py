@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import chain, fourbar, mobile_robot, pendulum, slider_crank
+from . import chain, fourbar, mobile_robot, pendulum, platform, slider_crank
 
 
 def _pendulum():
@@ -36,6 +36,11 @@ def _mobile_robot():
     return (mech, *mobile_robot.initial_state(mech))
 
 
+def _platform(coordinates="absolute"):
+    mech = getattr(platform, coordinates)()
+    return (mech, *platform.initial_state(mech))
+
+
 def _chain(n_links=5):
     mech = chain.chain(n_links)
     return (mech, *chain.initial_state(mech))
@@ -50,4 +55,7 @@ MODELS: dict[str, Callable] = {
     "slider-crank-driven": lambda: _slider_crank(driven=True),
     "chain": _chain,
     "mobile-robot": _mobile_robot,
+    "platform": _platform,
+    "platform-particles": lambda: _platform("particles"),
+    "platform-joint": lambda: _platform("joint"),
 }
