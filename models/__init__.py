@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import chain, fourbar, pendulum, slider_crank
+from . import chain, fourbar, fourbar_relative, pendulum, slider_crank
 
 
 def _pendulum():
@@ -26,6 +26,11 @@ def _fourbar(redundant=False):
     return (mech, *fourbar.initial_state(mech))
 
 
+def _fourbar_relative():
+    mech = fourbar_relative.fourbar_relative()
+    return (mech, *fourbar_relative.initial_state(mech, 0.3, 3.0))
+
+
 def _slider_crank(driven=False):
     mech = slider_crank.slider_crank(driven=driven)
     return (mech, *slider_crank.initial_state(mech))
@@ -41,6 +46,7 @@ MODELS: dict[str, Callable] = {
     "physical-pendulum": _physical_pendulum,
     "fourbar": _fourbar,
     "fourbar-redundant": lambda: _fourbar(redundant=True),
+    "fourbar-relative": _fourbar_relative,
     "slider-crank": _slider_crank,
     "slider-crank-driven": lambda: _slider_crank(driven=True),
     "chain": _chain,
