@@ -44,26 +44,18 @@ import jax.scipy.linalg as jsl
 import numpy as np
 
 from ._types import Array, ArrayLike, Params
-from .dynamics import resolve_structure
-from .integrate import (
-    Solution,
-    _check_inputs,
-    _consistency,
-    _is_concrete,
-    _raise_if_invalid,
-    _result_code,
-)
+from .integrate import Solution
 from .kinematics import constraint_jacobian
 from .partitioning import coordinate_indices, metric_rows, set_criterion, tangent_rows
 from .switching import (
     Switching,
+    SwitchingOptions,
     SwitchingSolver,
-    cast_params,
-    finish_code,
-    get_switching,
+    initial_validity,
+    integrate,
+    make_solution,
     physical_outputs,
-    rhs_evaluations,
-    state_norm,
+    prepare,
 )
 
 if TYPE_CHECKING:
@@ -319,19 +311,6 @@ def _variant_event(mechanism, resolved, switching: Switching):
     return diffrax.Event(cond_fn)
 
 
-class _ClosingOptions(eqx.Module):
-    switching: Switching
-    solver: diffrax.AbstractSolver
-    adjoint: diffrax.AbstractAdjoint
-    progress_meter: diffrax.AbstractProgressMeter
-    rtol: float = eqx.field(static=True)
-    atol: float = eqx.field(static=True)
-    dt0: float | None = eqx.field(static=True)
-    max_steps: int = eqx.field(static=True)
-    consistency_tol: float = eqx.field(static=True)
-    throw: Array  # traced: raising or not needs no recompilation
-
-
 SINGULAR_VARIANT = (
     "jaxmbs.simulate_closing: the active closing-condition variant reached its singularity "
     "(criterion below singular_tol) and no switch was possible or allowed; the solution stops "
@@ -387,31 +366,19 @@ def simulate_closing(
         )
     if variant is not None and not 0 <= variant < len(variants):
         raise ValueError(f"variant must be in [0, {len(variants)}), got {variant}")
-    q0, qd0, t0, t1, saveat = _check_inputs(mechanism, q0, qd0, t_span, saveat)
-    params = cast_params(mechanism.params if params is None else params, q0.dtype)
-    mechanism = mechanism.replace_params(params)
-    structure = resolve_structure(mechanism, q0, t0)
+    mechanism, structure, q0, qd0, t0, t1, saveat = prepare(
+        mechanism, q0, qd0, t_span, saveat, params, consistency_tol, throw
+    )
     k = len(resolved[0].ind)
     if structure.rank and structure.dof != k:
         raise ValueError(
             f"the variants have k = {k} independent coordinates but the mechanism's constraints "
             f"leave {structure.dof} degrees of freedom"
         )
-    options = _ClosingOptions(
-        switching=get_switching(switching),
-        solver=diffrax.Tsit5() if solver is None else solver,
-        adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
-        progress_meter=diffrax.NoProgressMeter() if progress_meter is None else progress_meter,
-        rtol=rtol,
-        atol=atol,
-        dt0=dt0,
-        max_steps=max_steps,
-        consistency_tol=consistency_tol,
-        throw=jnp.asarray(bool(throw)),
-    )
-    if throw and _is_concrete(q0, qd0, t0, params):
-        check = _consistency(mechanism, t0, q0, qd0, params, consistency_tol)
-        _raise_if_invalid(check, consistency_tol)
+    options = SwitchingOptions(
+        switching, solver, adjoint, progress_meter, rtol, atol, dt0, max_steps,
+        consistency_tol, throw,
+    )  # fmt: skip
     start = jnp.asarray(-1 if variant is None else variant, jnp.int32)  # −1: best at q0
     return _solve_closing(mechanism, structure, resolved, q0, qd0, t0, t1, saveat, start, options)
 
@@ -431,13 +398,9 @@ def _initial_variant(mechanism, structure, resolved, t0, q0, params) -> Array:
 
 
 @eqx.filter_jit
-def _solve_closing(
-    mechanism, structure, resolved, q0, qd0, t0, t1, saveat, variant, options: _ClosingOptions
-) -> Solution:
+def _solve_closing(mechanism, structure, resolved, q0, qd0, t0, t1, saveat, variant, options):
     params = mechanism.params
-    switching = options.switching
-    ok = _consistency(mechanism, t0, q0, qd0, params, options.consistency_tol)["ok"]
-    q0, qd0 = jnp.where(ok, q0, 0.0), jnp.where(ok, qd0, 0.0)
+    ok, q0, qd0 = initial_validity(mechanism, t0, q0, qd0, options)
     best = _initial_variant(mechanism, structure, resolved, t0, q0, params)
     active = jnp.where(variant < 0, best, variant)
     table = jnp.asarray(np.array([r.ind for r in resolved]))
@@ -448,29 +411,13 @@ def _solve_closing(
     scale = jnp.maximum(1.0, jnp.max(jnp.abs(qd0)))
     ok = ok & (jnp.max(jnp.abs(qd_rec - qd0)) <= options.consistency_tol * scale)
     args = (params, ok)
-    switch = _SwitchVariant(mechanism, resolved, switching)
+    switch = _SwitchVariant(mechanism, resolved, options.switching)
     y0, _ = switch(t0, y0, args)
     solver = SwitchingSolver(options.solver, switch)
-    save = diffrax.SaveAt(t1=True) if saveat is None else diffrax.SaveAt(ts=saveat)
-    out = diffrax.diffeqsolve(
-        diffrax.ODETerm(_MinimalField(mechanism, resolved)),
-        solver,
-        t0,
-        t1,
-        options.dt0,
-        y0,
-        args=args,
-        saveat=eqx.tree_at(lambda s: s.solver_state, save, True),
-        stepsize_controller=diffrax.PIDController(
-            rtol=options.rtol, atol=options.atol, norm=state_norm
-        ),
-        max_steps=options.max_steps,
-        adjoint=options.adjoint,
-        event=_variant_event(mechanism, resolved, switching),
-        progress_meter=options.progress_meter,
-        throw=False,
-    )
-    ts, (qI, vI, active_f, branches) = out.ts, out.ys
+    event = _variant_event(mechanism, resolved, options.switching)
+    out = integrate(_MinimalField(mechanism, resolved), solver, t0, t1, y0, args, saveat,
+                    options, event)  # fmt: skip
+    qI, vI, active_f, branches = out.ys
     index = _index(jnp.where(jnp.isfinite(active_f), active_f, 0.0))
 
     def outputs(t, qI_, vI_, j, branches_):
@@ -481,28 +428,12 @@ def _solve_closing(
         q, qd, qdd = _active(resolved, j, of)
         return (q, qd, qdd, *physical_outputs(mechanism, structure, t, q, qd, qdd, params))
 
-    q, qd, qdd, lam, res_phi, res_c, energy = jax.vmap(outputs)(ts, qI, vI, index, branches)
-    q, qd = jnp.where(ok, q, jnp.nan), jnp.where(ok, qd, jnp.nan)
-    code = finish_code(_result_code(out.result, ok), options.throw, SINGULAR_VARIANT)
-    num_switches = out.solver_state[2]
-    num_steps = out.stats["num_steps"]
-    stats = {
-        "num_steps": num_steps,
-        "num_accepted_steps": out.stats["num_accepted_steps"],
-        "num_rejected_steps": out.stats["num_rejected_steps"],
-        "rhs_evaluations": rhs_evaluations(solver, num_steps, options.dt0 is None, num_switches),
-        "num_switches": num_switches,
-        "variant": index,
-    }
-    return Solution(
-        ts=ts,
-        q=q,
-        qd=qd,
-        qdd=qdd,
-        multipliers=lam,
-        position_residual=res_phi,
-        velocity_residual=res_c,
-        energy=energy,
-        stats=stats,
-        result=code,
+    return make_solution(
+        out,
+        solver,
+        options,
+        ok,
+        jax.vmap(outputs)(out.ts, qI, vI, index, branches),
+        SINGULAR_VARIANT,
+        variant=index,
     )

@@ -51,14 +51,7 @@ import numpy as np
 from ._types import Array, ArrayLike, Coordinates, MassMatrix, Params
 from .assembly import _fixed_indices
 from .dynamics import resolve_structure
-from .integrate import (
-    Solution,
-    _check_inputs,
-    _consistency,
-    _is_concrete,
-    _raise_if_invalid,
-    _result_code,
-)
+from .integrate import Solution
 from .kinematics import (
     constraint_jacobian,
     position_residual,
@@ -75,13 +68,13 @@ from .stabilization import (
 from .structure import Structure
 from .switching import (
     Switching,
+    SwitchingOptions,
     SwitchingSolver,
-    cast_params,
-    finish_code,
-    get_switching,
+    initial_validity,
+    integrate,
+    make_solution,
     physical_outputs,
-    rhs_evaluations,
-    state_norm,
+    prepare,
 )
 
 if TYPE_CHECKING:
@@ -395,21 +388,6 @@ def _singular_event(mechanism, structure, switching: Switching, rank_rtol: float
     return diffrax.Event(cond_fn)
 
 
-class _PartitionedOptions(eqx.Module):
-    stabilization: AbstractStabilization
-    switching: Switching
-    solver: diffrax.AbstractSolver
-    adjoint: diffrax.AbstractAdjoint
-    progress_meter: diffrax.AbstractProgressMeter
-    rtol: float = eqx.field(static=True)
-    atol: float = eqx.field(static=True)
-    dt0: float | None = eqx.field(static=True)
-    max_steps: int = eqx.field(static=True)
-    consistency_tol: float = eqx.field(static=True)
-    rank_rtol: float | None = eqx.field(static=True)
-    throw: Array  # traced: raising or not needs no recompilation
-
-
 SINGULAR_PARTITION = (
     "jaxmbs.simulate_partitioned: the independent coordinates became singular (C_D singular, "
     "criterion below singular_tol) with switching disabled, or the constraint Jacobian "
@@ -461,10 +439,9 @@ def simulate_partitioned(
     **Returns:** a `jaxmbs.Solution`; its `stats` also hold `num_switches` and `independent`
     (the independent coordinates at each output time, shape (T, k)).
     """
-    q0, qd0, t0, t1, saveat = _check_inputs(mechanism, q0, qd0, t_span, saveat)
-    params = cast_params(mechanism.params if params is None else params, q0.dtype)
-    mechanism = mechanism.replace_params(params)
-    structure = resolve_structure(mechanism, q0, t0)
+    mechanism, structure, q0, qd0, t0, t1, saveat = prepare(
+        mechanism, q0, qd0, t_span, saveat, params, consistency_tol, throw
+    )
     if structure.rank == 0 or structure.dof == 0:
         raise ValueError(
             f"coordinate partitioning needs constraints and degrees of freedom; this mechanism "
@@ -480,63 +457,35 @@ def simulate_partitioned(
         mask = np.zeros(mechanism.n, bool)
         mask[idx] = True
         perm0 = np.argsort(~mask, kind="stable").astype(np.int32)
-    options = _PartitionedOptions(
-        stabilization=get_stabilization(stabilization),
-        switching=get_switching(switching),
-        solver=diffrax.Tsit5() if solver is None else solver,
-        adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
-        progress_meter=diffrax.NoProgressMeter() if progress_meter is None else progress_meter,
-        rtol=rtol,
-        atol=atol,
-        dt0=dt0,
-        max_steps=max_steps,
-        consistency_tol=consistency_tol,
-        rank_rtol=rank_rtol if check_rank else None,
-        throw=jnp.asarray(bool(throw)),
+    options = SwitchingOptions(
+        switching, solver, adjoint, progress_meter, rtol, atol, dt0, max_steps,
+        consistency_tol, throw,
+    )  # fmt: skip
+    stabilization = get_stabilization(stabilization)
+    rank_rtol = rank_rtol if check_rank else None
+    return _solve_partitioned(
+        mechanism, structure, stabilization, rank_rtol, q0, qd0, t0, t1, saveat, perm0, options
     )
-    if throw and _is_concrete(q0, qd0, t0, params):
-        _raise_if_invalid(
-            _consistency(mechanism, t0, q0, qd0, params, consistency_tol), consistency_tol
-        )
-    return _solve_partitioned(mechanism, structure, q0, qd0, t0, t1, saveat, perm0, options)
 
 
 @eqx.filter_jit
 def _solve_partitioned(
-    mechanism, structure, q0, qd0, t0, t1, saveat, perm0, options: _PartitionedOptions
+    mechanism, structure, stabilization, rank_rtol, q0, qd0, t0, t1, saveat, perm0, options
 ) -> Solution:
     params = mechanism.params
     k = structure.dof
-    stabilization, switching = options.stabilization, options.switching
-    ok = _consistency(mechanism, t0, q0, qd0, params, options.consistency_tol)["ok"]
-    q0, qd0 = jnp.where(ok, q0, 0.0), jnp.where(ok, qd0, 0.0)
+    ok, q0, qd0 = initial_validity(mechanism, t0, q0, qd0, options)
     best0 = _criteria(mechanism, structure, t0, q0, jnp.arange(mechanism.n), params)[1]
     perm0 = jnp.where(perm0[0] < 0, best0, perm0)
     y0 = (q0, qd0[perm0[:k]], perm0.astype(q0.dtype))
     args = (params, ok)
-    repartition = _Repartition(mechanism, structure, switching)
+    repartition = _Repartition(mechanism, structure, options.switching)
     y0, _ = repartition(t0, y0, args)  # a bad given partition is replaced at once
     project = _PositionProjector(mechanism, structure, getattr(stabilization, "iterations", 0))
     solver = SwitchingSolver(stabilization.wrap_solver(options.solver, project), repartition)
-    save = diffrax.SaveAt(t1=True) if saveat is None else diffrax.SaveAt(ts=saveat)
-    out = diffrax.diffeqsolve(
-        diffrax.ODETerm(_CompactField(mechanism, structure, stabilization)),
-        solver,
-        t0,
-        t1,
-        options.dt0,
-        y0,
-        args=args,
-        saveat=eqx.tree_at(lambda s: s.solver_state, save, True),
-        stepsize_controller=diffrax.PIDController(
-            rtol=options.rtol, atol=options.atol, norm=state_norm
-        ),
-        max_steps=options.max_steps,
-        adjoint=options.adjoint,
-        event=_singular_event(mechanism, structure, switching, options.rank_rtol),
-        progress_meter=options.progress_meter,
-        throw=False,
-    )
+    event = _singular_event(mechanism, structure, options.switching, rank_rtol)
+    field = _CompactField(mechanism, structure, stabilization)
+    out = integrate(field, solver, t0, t1, y0, args, saveat, options, event)
     ts, (q, v, perm_f) = out.ts, out.ys
     if isinstance(stabilization, Projection):
         q = jax.vmap(
@@ -550,30 +499,14 @@ def _solve_partitioned(
         qd, _, qdd = compact_equations(
             mechanism, structure, stabilization, t, q_, v_, perm_, params
         )
-        return (qd, qdd, *physical_outputs(mechanism, structure, t, q_, qd, qdd, params))
+        return (q_, qd, qdd, *physical_outputs(mechanism, structure, t, q_, qd, qdd, params))
 
-    qd, qdd, lam, res_phi, res_c, energy = jax.vmap(outputs)(ts, q, v, perm)
-    q, qd = jnp.where(ok, q, jnp.nan), jnp.where(ok, qd, jnp.nan)
-    code = finish_code(_result_code(out.result, ok), options.throw, SINGULAR_PARTITION)
-    num_switches = out.solver_state[2]
-    num_steps = out.stats["num_steps"]
-    stats = {
-        "num_steps": num_steps,
-        "num_accepted_steps": out.stats["num_accepted_steps"],
-        "num_rejected_steps": out.stats["num_rejected_steps"],
-        "rhs_evaluations": rhs_evaluations(solver, num_steps, options.dt0 is None, num_switches),
-        "num_switches": num_switches,
-        "independent": perm[:, :k],
-    }
-    return Solution(
-        ts=ts,
-        q=q,
-        qd=qd,
-        qdd=qdd,
-        multipliers=lam,
-        position_residual=res_phi,
-        velocity_residual=res_c,
-        energy=energy,
-        stats=stats,
-        result=code,
+    return make_solution(
+        out,
+        solver,
+        options,
+        ok,
+        jax.vmap(outputs)(ts, q, v, perm),
+        SINGULAR_PARTITION,
+        independent=perm[:, :k],
     )

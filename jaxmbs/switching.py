@@ -30,9 +30,19 @@ import jax
 import jax.numpy as jnp
 import optimistix as optx
 
-from ._types import Array
+from ._types import Array, ArrayLike, Params
+from .dynamics import resolve_structure
 from .formulations import expand_multipliers
-from .integrate import RESULTS, _rhs_evaluations
+from .integrate import (
+    RESULTS,
+    Solution,
+    _check_inputs,
+    _consistency,
+    _is_concrete,
+    _raise_if_invalid,
+    _result_code,
+    _rhs_evaluations,
+)
 from .kinematics import constraint_jacobian, position_residual, velocity_residual
 from .structure import Structure
 
@@ -156,17 +166,6 @@ def state_norm(y) -> Array:
     return optx.rms_norm((y[0], y[1]))
 
 
-def rhs_evaluations(solver: diffrax.AbstractSolver, num_steps: Array, auto_dt0: bool, num_switches):
-    """RHS evaluations of an explicit Runge–Kutta solve, with one more per switch for a
-    first-same-as-last method (its stored stage is re-evaluated). −1 without a tableau."""
-    base = _rhs_evaluations(solver, num_steps, auto_dt0)
-    while isinstance(solver, diffrax.AbstractWrappedSolver):
-        solver = solver.solver
-    tableau = getattr(solver, "tableau", None)
-    fsal = isinstance(tableau, diffrax.ButcherTableau) and tableau.fsal
-    return jnp.where(base < 0, base, base + (num_switches if fsal else 0))
-
-
 def physical_outputs(mechanism, structure: Structure, t, q, qd, qdd, params):
     """Multipliers, residuals and energy at one output state with known accelerations.
 
@@ -193,6 +192,133 @@ def physical_outputs(mechanism, structure: Structure, t, q, qd, qdd, params):
     )
 
 
+class SwitchingOptions(eqx.Module):
+    """Integration settings shared by the switching integrators (static where compiled in)."""
+
+    switching: Switching
+    solver: diffrax.AbstractSolver
+    adjoint: diffrax.AbstractAdjoint
+    progress_meter: diffrax.AbstractProgressMeter
+    rtol: float = eqx.field(static=True)
+    atol: float = eqx.field(static=True)
+    dt0: float | None = eqx.field(static=True)
+    max_steps: int = eqx.field(static=True)
+    consistency_tol: float = eqx.field(static=True)
+    throw: Array  # traced: raising or not needs no recompilation
+
+    def __init__(
+        self,
+        switching: bool | Switching,
+        solver: diffrax.AbstractSolver | None,
+        adjoint: diffrax.AbstractAdjoint | None,
+        progress_meter: diffrax.AbstractProgressMeter | None,
+        rtol: float,
+        atol: float,
+        dt0: float | None,
+        max_steps: int,
+        consistency_tol: float,
+        throw: bool,
+    ):
+        self.switching = get_switching(switching)
+        self.solver = diffrax.Tsit5() if solver is None else solver
+        self.adjoint = diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint
+        self.progress_meter = (
+            diffrax.NoProgressMeter() if progress_meter is None else progress_meter
+        )
+        self.rtol, self.atol, self.dt0 = rtol, atol, dt0
+        self.max_steps, self.consistency_tol = max_steps, consistency_tol
+        self.throw = jnp.asarray(bool(throw))
+
+
+def prepare(mechanism, q0: ArrayLike, qd0: ArrayLike, t_span, saveat, params: Params | None,
+            consistency_tol: float, throw: bool):  # fmt: skip
+    """Checked inputs, traced parameters and the static structure (as `jaxmbs.simulate`).
+
+    **Returns:** `(mechanism with params, structure, q0, qd0, t0, t1, saveat)`; raises at once
+    for a concrete inconsistent initial state when `throw`.
+    """
+    q0, qd0, t0, t1, saveat = _check_inputs(mechanism, q0, qd0, t_span, saveat)
+    params = jax.tree_util.tree_map(
+        lambda x: x if isinstance(x, jax.Array) else jnp.asarray(x, q0.dtype),
+        mechanism.params if params is None else params,
+    )
+    mechanism = mechanism.replace_params(params)
+    structure = resolve_structure(mechanism, q0, t0)
+    if throw and _is_concrete(q0, qd0, t0, params):
+        check = _consistency(mechanism, t0, q0, qd0, params, consistency_tol)
+        _raise_if_invalid(check, consistency_tol)
+    return mechanism, structure, q0, qd0, t0, t1, saveat
+
+
+def initial_validity(mechanism, t0, q0, qd0, options: SwitchingOptions):
+    """(valid, q0, q̇0): an invalid initial state is zeroed and frozen (see `simulate`)."""
+    ok = _consistency(mechanism, t0, q0, qd0, mechanism.params, options.consistency_tol)["ok"]
+    return ok, jnp.where(ok, q0, 0.0), jnp.where(ok, qd0, 0.0)
+
+
+def integrate(vector_field, solver, t0, t1, y0, args, saveat, options: SwitchingOptions, event):
+    """diffeqsolve with the switching solver; the final solver state is kept (switch count)."""
+    save = diffrax.SaveAt(t1=True) if saveat is None else diffrax.SaveAt(ts=saveat)
+    return diffrax.diffeqsolve(
+        diffrax.ODETerm(vector_field),
+        solver,
+        t0,
+        t1,
+        options.dt0,
+        y0,
+        args=args,
+        saveat=eqx.tree_at(lambda s: s.solver_state, save, True),
+        stepsize_controller=diffrax.PIDController(
+            rtol=options.rtol, atol=options.atol, norm=state_norm
+        ),
+        max_steps=options.max_steps,
+        adjoint=options.adjoint,
+        event=event,
+        progress_meter=options.progress_meter,
+        throw=False,
+    )
+
+
+def make_solution(out, solver, options: SwitchingOptions, ok, outputs, singular_message: str,
+                  **extra_stats) -> Solution:  # fmt: skip
+    """A `jaxmbs.Solution` from a switching solve and its outputs at the saved times.
+
+    `outputs` = (q, q̇, q̈, λ, max|Φ|, max|c|, energy), each with a leading time axis.
+    """
+    q, qd, qdd, lam, res_phi, res_c, energy = outputs
+    num_switches = out.solver_state[2]
+    num_steps = out.stats["num_steps"]
+    # One more RHS evaluation per switch for a first-same-as-last method (its stored stage
+    # belongs to the old representation and is re-evaluated).
+    base = _rhs_evaluations(solver, num_steps, options.dt0 is None)
+    inner = solver
+    while isinstance(inner, diffrax.AbstractWrappedSolver):
+        inner = inner.solver
+    tableau = getattr(inner, "tableau", None)
+    fsal = isinstance(tableau, diffrax.ButcherTableau) and tableau.fsal
+    stats = {
+        "num_steps": num_steps,
+        "num_accepted_steps": out.stats["num_accepted_steps"],
+        "num_rejected_steps": out.stats["num_rejected_steps"],
+        "rhs_evaluations": jnp.where(base < 0, base, base + (num_switches if fsal else 0)),
+        "num_switches": num_switches,
+        **extra_stats,
+    }
+    code = finish_code(_result_code(out.result, ok), options.throw, singular_message)
+    return Solution(
+        ts=out.ts,
+        q=jnp.where(ok, q, jnp.nan),
+        qd=jnp.where(ok, qd, jnp.nan),
+        qdd=qdd,
+        multipliers=lam,
+        position_residual=res_phi,
+        velocity_residual=res_c,
+        energy=energy,
+        stats=stats,
+        result=code,
+    )
+
+
 def finish_code(code: Array, throw: Array, singular_message: str) -> Array:
     """Raise on failure when `throw` (a traced flag: one compilation serves both settings),
     with a specific message for a singular choice of coordinates."""
@@ -200,10 +326,3 @@ def finish_code(code: Array, throw: Array, singular_message: str) -> Array:
     messages[RESULTS.singular_configuration] = singular_message
     failed = throw & (code != RESULTS.successful)
     return eqx.branched_error_if(code, failed, code, tuple(messages))
-
-
-def cast_params(params, dtype):
-    """Parameters as arrays of the state's dtype: traced, never baked into the compile."""
-    return jax.tree_util.tree_map(
-        lambda x: x if isinstance(x, jax.Array) else jnp.asarray(x, dtype), params
-    )
