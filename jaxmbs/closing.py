@@ -75,10 +75,10 @@ class ClosingVariant(eqx.Module):
     - `closing`: `g(t, q_I, p, branch) -> q_D`, shape (n − k,). Pure JAX, differentiable.
     - `branch`: `(q, p) -> array`, the data selecting the solution branch of g at a full
       configuration q (default: none; g then receives an empty array).
-    - `name`: a label (default `"variant(q_I names)"` once used with a mechanism).
+    - `name`: a label for messages.
     """
 
-    independent: tuple[int | str, ...] = eqx.field(static=True)
+    independent: tuple[int | str, ...] = eqx.field(static=True, converter=tuple)
     closing: ClosingFn = eqx.field(static=True)
     branch: BranchFn | None = eqx.field(static=True, default=None)
     name: str = eqx.field(static=True, default="")
@@ -147,18 +147,17 @@ class _Resolved(eqx.Module):
         """(terms, Dᵀ, v̇_I, q̈) from the minimal equations (12)–(14)."""
         terms = self.terms(t, qI, vI, params, branch)
         Dt = self.transpose_D(terms.A)
-        M_d, h_d = _minimal(mechanism, t, terms, Dt, self.dep, params)
+        M_d, h_d, xi_full = _minimal(mechanism, t, terms, Dt, self.dep, params)
         vd = jsl.cho_solve(jsl.cho_factor(M_d, lower=True), h_d)
-        xi_full = jnp.zeros_like(terms.q).at[np.asarray(self.dep)].set(terms.xi)
         return terms, Dt, vd, Dt @ vd + xi_full
 
 
 def _minimal(mechanism, t, terms: ClosingTerms, Dt, dep, params):
-    """M' = DMDᵀ, h' = D(h − M[0; ξ]) (1993 eqs 12–14)."""
+    """M' = DMDᵀ, h' = D(h − M[0; ξ]) (1993 eqs 12–14), and [0; ξ] in mechanism order."""
     M = mechanism.mass_matrix(terms.q, params)
     Q = mechanism.forces(t, terms.q, terms.qd, params)
     xi_full = jnp.zeros_like(terms.q).at[np.asarray(dep)].set(terms.xi)
-    return Dt.T @ M @ Dt, Dt.T @ (Q - M @ xi_full)
+    return Dt.T @ M @ Dt, Dt.T @ (Q - M @ xi_full), xi_full
 
 
 def _resolve(mechanism: Mechanism, variant: ClosingVariant) -> _Resolved:
@@ -220,7 +219,7 @@ def minimal_equations(
     params = mechanism.params if params is None else params
     resolved = _resolve(mechanism, variant)
     terms = closing_terms(mechanism, variant, t, q_I, v_I, params=params, branch=branch)
-    return _minimal(mechanism, t, terms, resolved.transpose_D(terms.A), resolved.dep, params)
+    return _minimal(mechanism, t, terms, resolved.transpose_D(terms.A), resolved.dep, params)[:2]
 
 
 # ------------------------------------------------------------------------ integration

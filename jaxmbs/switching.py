@@ -16,8 +16,14 @@ ODE state as a float component with zero time derivative, and changed only betwe
 - The error estimate of the step (made in the old representation) drives step-size control
   as usual; the choice component is left out of the error norm.
 - Under `jax.grad` the decision is piecewise constant (no gradient flows through it) while the
-  re-expression is differentiable, so gradients through runs that switch are exact derivatives
-  of the computed trajectory.
+  re-expression is differentiable, so a gradient is the derivative of the computed trajectory
+  for its sequence of choices, which the switch leaves physically continuous.
+
+Why between steps: choosing the partition at every right-hand-side evaluation would change
+the meaning of v_I inside a Runge–Kutta step, and stopping at a terminating event to restart
+diffrax needs a loop over a bounded number of solves and splices their outputs. Switching at
+step boundaries keeps one solve, one compiled loop, dense output within every step, and
+step-size control across the switch.
 """
 
 from __future__ import annotations
