@@ -8,6 +8,11 @@ float64 is not switched on by importing jaxmbs; for accuracy work enable it firs
 
 from . import joints as joints
 from .assembly import assemble as assemble
+from .closing import ClosingTerms as ClosingTerms
+from .closing import ClosingVariant as ClosingVariant
+from .closing import closing_terms as closing_terms
+from .closing import minimal_equations as minimal_equations
+from .closing import simulate_closing as simulate_closing
 from .dynamics import accelerations as accelerations
 from .dynamics import accelerations_and_multipliers as accelerations_and_multipliers
 from .elimination import RowElimination as RowElimination
@@ -25,6 +30,11 @@ from .kinematics import position_residual as position_residual
 from .kinematics import velocity_residual as velocity_residual
 from .maps import map_coordinates as map_coordinates
 from .mechanism import Mechanism as Mechanism
+from .partitioning import independent_coordinates as independent_coordinates
+from .partitioning import partition_criterion as partition_criterion
+from .partitioning import projective_criterion as projective_criterion
+from .partitioning import simulate_partitioned as simulate_partitioned
+from .partitioning import svd_criterion as svd_criterion
 from .reactions import Reactions as Reactions
 from .reactions import constraint_reactions as constraint_reactions
 from .reactions import physical_reactions as physical_reactions
@@ -40,5 +50,6 @@ from .stabilization import project_positions as project_positions
 from .stabilization import project_velocities as project_velocities
 from .structure import Structure as Structure
 from .structure import analyze_structure as analyze_structure
+from .switching import Switching as Switching
 
 __version__ = "0.1.0"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import chain, fourbar, mobile_robot, pendulum, platform, slider_crank
+from . import chain, fourbar, fourbar_relative, mobile_robot, pendulum, platform, slider_crank
 
 
 def _pendulum():
@@ -24,6 +24,11 @@ def _physical_pendulum():
 def _fourbar(redundant=False):
     mech = fourbar.fourbar(redundant=redundant)
     return (mech, *fourbar.initial_state(mech))
+
+
+def _fourbar_relative():
+    mech = fourbar_relative.fourbar_relative()
+    return (mech, *fourbar_relative.initial_state(mech, 0.3, 3.0))
 
 
 def _slider_crank(driven=False):
@@ -51,6 +56,7 @@ MODELS: dict[str, Callable] = {
     "physical-pendulum": _physical_pendulum,
     "fourbar": _fourbar,
     "fourbar-redundant": lambda: _fourbar(redundant=True),
+    "fourbar-relative": _fourbar_relative,
     "slider-crank": _slider_crank,
     "slider-crank-driven": lambda: _slider_crank(driven=True),
     "chain": _chain,
