@@ -7,6 +7,7 @@ float64 is not switched on by importing jaxmbs; for accuracy work enable it firs
 """
 
 from . import joints as joints
+from . import nullspace as nullspace
 from .assembly import assemble as assemble
 from .closing import ClosingTerms as ClosingTerms
 from .closing import ClosingVariant as ClosingVariant
@@ -19,8 +20,11 @@ from .elimination import RowElimination as RowElimination
 from .elimination import eliminate_rows as eliminate_rows
 from .formulations import KKT as KKT
 from .formulations import METHODS as METHODS
+from .formulations import AbstractFactorizedFormulation as AbstractFactorizedFormulation
 from .formulations import AbstractFormulation as AbstractFormulation
-from .formulations import QRNullSpace as QRNullSpace
+from .formulations import CoordinatePartitioning as CoordinatePartitioning
+from .formulations import NullSpaceFormulation as NullSpaceFormulation
+from .formulations import WangHuston as WangHuston
 from .integrate import RESULTS as RESULTS
 from .integrate import Solution as Solution
 from .integrate import simulate as simulate

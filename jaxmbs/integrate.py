@@ -46,8 +46,9 @@ class RESULTS:
     messages: ClassVar[tuple[str, ...]] = (
         "",
         "jaxmbs.simulate: the maximum number of solver steps was reached; raise max_steps",
-        "jaxmbs.simulate: the constraint Jacobian changed rank (singular configuration) "
-        "during integration; the solution stops there",
+        "jaxmbs.simulate: singular configuration: the constraint Jacobian changed rank, or the "
+        "formulation's fixed pivot block (coordinate partitioning: Φ_u) degenerated, during "
+        "integration; the solution stops there",
         "jaxmbs.simulate: the solver failed (non-finite state or step size too small)",
         "jaxmbs.simulate: inconsistent initial conditions: |Φ(q0)| or |c(q0, q̇0)| exceeds "
         "consistency_tol (use jaxmbs.assemble), or q0, q̇0 or M(q0) is not finite",
@@ -110,19 +111,28 @@ def _rhs_evaluations(solver: diffrax.AbstractSolver, num_steps: Array, auto_dt0:
     return per_step * num_steps + (1 if tableau.fsal else 0) + (2 if auto_dt0 else 0)
 
 
-def _singularity_event(mechanism: Mechanism, structure: Structure, rtol: float) -> diffrax.Event:
-    """Terminating event: the constraint Jacobian changes rank along the motion.
+def _singularity_event(
+    mechanism: Mechanism, structure: Structure, rtol: float, formulation: AbstractFormulation
+) -> diffrax.Event:
+    """Terminating event: the constraint Jacobian changes rank along the motion, or the
+    formulation's fixed pivot block degenerates.
 
     Singular when the independent rows lose rank (smallest |Rᵢᵢ| of the QR of C_Iᵀ below
-    `rtol` times the largest), or when a row classed as redundant leaves their span.
+    `rtol` times the largest), or when a row classed as redundant leaves their span. For a
+    formulation with a pivot block fixed outside jit (coordinate partitioning), also when the
+    block's condition falls below the formulation's threshold (checked at each step) or its
+    signed condition indicator changes sign within a step (it passed through singularity).
     """
     rows = jnp.asarray(structure.independent_rows)
     dependent = jnp.asarray(structure.dependent_rows, dtype=int)
 
-    def cond_fn(t, y, args, **kwargs):
-        params, valid = args
-        q, _ = y
-        C = constraint_jacobian(mechanism, t, q, params)
+    def jacobian(t, y, args):
+        params, _ = args
+        return jax.lax.stop_gradient(constraint_jacobian(mechanism, t, y[0], params))
+
+    def rank_changed(t, y, args, **kwargs):
+        _, valid = args
+        C = jacobian(t, y, args)
         Q1, R1 = jnp.linalg.qr(C[rows].T)
         d = jnp.abs(jnp.diag(R1))
         scale = jnp.maximum(jnp.max(d), 1.0)
@@ -133,7 +143,21 @@ def _singularity_event(mechanism: Mechanism, structure: Structure, rtol: float) 
             singular = singular | (jnp.max(jnp.abs(leak)) > jnp.sqrt(rtol) * scale)
         return singular & valid
 
-    return diffrax.Event(cond_fn)
+    k = structure.n_constraints
+    probe = jax.ShapeDtypeStruct((k, structure.n), jnp.result_type(float))
+    if jax.eval_shape(lambda C: formulation.pivot_condition(C, structure), probe) is None:
+        return diffrax.Event(rank_changed)
+
+    def pivot_ill_conditioned(t, y, args, **kwargs):
+        _, valid = args
+        return formulation.pivot_condition(jacobian(t, y, args), structure)[1] & valid
+
+    def pivot_indicator(t, y, args, **kwargs):
+        _, valid = args
+        indicator = formulation.pivot_condition(jacobian(t, y, args), structure)[0]
+        return jnp.where(valid, indicator, 1.0)
+
+    return diffrax.Event((rank_changed, pivot_ill_conditioned, pivot_indicator))
 
 
 def _check_inputs(mechanism: Mechanism, q0, qd0, t_span, saveat):
@@ -240,7 +264,8 @@ def simulate(
     - `max_steps`: step limit.
     - `adjoint`: diffrax adjoint for reverse-mode gradients (default checkpointed).
     - `consistency_tol`: the largest |Φ(q0)| and |c(q0, q̇0)| accepted.
-    - `check_rank`: stop with `RESULTS.singular_configuration` if the rank of C changes.
+    - `check_rank`: stop with `RESULTS.singular_configuration` if the rank of C changes, or
+      if the formulation's fixed pivot block (coordinate partitioning: Φ_u) degenerates.
     - `rank_rtol`: relative pivot size below which the rank is taken to change.
     - `progress_meter`: e.g. `diffrax.TqdmProgressMeter()` for long runs.
     - `throw`: raise on failure (default) instead of returning a result code; use
@@ -366,7 +391,11 @@ def _solve(mechanism, structure, q0, qd0, t0, t1, saveat, options: _Options) -> 
         stepsize_controller=diffrax.PIDController(rtol=options.rtol, atol=options.atol),
         max_steps=options.max_steps,
         adjoint=options.adjoint,
-        event=_singularity_event(mechanism, structure, options.rank_rtol) if check_rank else None,
+        event=(
+            _singularity_event(mechanism, structure, options.rank_rtol, options.formulation)
+            if check_rank
+            else None
+        ),
         progress_meter=options.progress_meter,
         throw=False,
     )

@@ -7,6 +7,8 @@ receive the independent-row selection and the null-space dimension s = n − r a
 Independent rows are chosen by Gram–Schmidt with row pivoting (the QR decomposition with
 column pivoting of Cᵀ, Pękal–Frączek 2016 eq 3.31): holonomic rows first, so that position
 projection can use them alone, then the Pfaffian rows that add rank (Wojtyra–Frączek 2013 §3.2).
+The same pivoting on the columns of the independent rows picks r dependent coordinates u
+(the rest, v, are independent) for coordinate partitioning (Pękal–Frączek 2016, §3.3.1).
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ class Structure:
     - `independent_rows`: r rows of C that span its row space (sorted).
     - `independent_holonomic_rows`: rank Φ_q rows of Φ_q spanning its row space (sorted).
     - `smallest_pivot`: the smallest accepted pivot relative to the largest (a conditioning hint).
+    - `dependent_coordinates`: r coordinates u whose columns of the independent rows, Φ_u,
+      are best conditioned at the analysed configuration (column pivoting; sorted).
     """
 
     n: int
@@ -52,6 +56,7 @@ class Structure:
     independent_rows: tuple[int, ...]
     independent_holonomic_rows: tuple[int, ...]
     smallest_pivot: float
+    dependent_coordinates: tuple[int, ...] = ()
 
     @property
     def n_constraints(self) -> int:
@@ -73,6 +78,20 @@ class Structure:
         """Rows left out of the independent set (the redundant ones)."""
         chosen = set(self.independent_rows)
         return tuple(i for i in range(self.n_constraints) if i not in chosen)
+
+    @property
+    def independent_coordinates(self) -> tuple[int, ...]:
+        """The s = n − r coordinates v left out of `dependent_coordinates`."""
+        chosen = set(self.dependent_coordinates)
+        return tuple(i for i in range(self.n) if i not in chosen)
+
+
+def independent_part(x, structure: Structure):
+    """The independent rows of `x` (C, Γ or any array with one entry per constraint row along
+    its first axis); `x` itself when there is no redundancy."""
+    if structure.redundancy == 0:
+        return x
+    return x[jnp.asarray(structure.independent_rows, dtype=int)]
 
 
 def pivoted_row_selection(
@@ -145,6 +164,7 @@ def analyze_structure(mechanism: Mechanism, q, t: float = 0.0, params=None) -> S
                 f"rank is ill-determined at this configuration (pivoting: {rank}, "
                 f"SVD: {svd_rank}); analyse at a generic, non-singular configuration"
             )
+    dependent, _, _ = pivoted_row_selection(jacobian[independent].T, tol=tol)
     return Structure(
         n=n,
         n_holonomic=m,
@@ -154,4 +174,5 @@ def analyze_structure(mechanism: Mechanism, q, t: float = 0.0, params=None) -> S
         independent_rows=tuple(independent),
         independent_holonomic_rows=tuple(sorted(hol)),
         smallest_pivot=min(pivots) / max(pivots) if pivots else 1.0,
+        dependent_coordinates=tuple(sorted(dependent)),
     )

@@ -1,0 +1,275 @@
+"""All formulations of Pękal–Frączek 2016 agree: q̈, generalized reactions Cᵀλ, derivatives
+of q̈, short simulations, and trajectory gradients against central finite differences;
+coordinate partitioning stops where its fixed partition degenerates."""
+
+import functools
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import FORMULATION_RTOL, assert_close
+
+import jaxmbs
+from jaxmbs.models import chain, fourbar, slider_crank
+
+RNG = np.random.default_rng(20261123)
+STATES = 6  # random consistent states per mechanism
+
+#: Every registered method, plus QR forced to pivot / not to pivot.
+FORMULATIONS = {
+    **{name: jaxmbs.formulations.get_formulation(name) for name in jaxmbs.METHODS},
+    "qr-pivoting": jaxmbs.NullSpaceFormulation(jaxmbs.nullspace.QR(pivoting=True)),
+    "qr-rows": jaxmbs.NullSpaceFormulation(jaxmbs.nullspace.QR(pivoting=False)),
+}
+
+
+def random_states(mech, q0, times):
+    """Consistent (t, q, q̇) near q0: Newton projection of a random perturbation of q0 at a
+    random time, then the velocity projection of random velocities."""
+
+    @jax.jit
+    def project(t, q, qd):
+        q = jaxmbs.project_positions(mech, mech.structure, t, q, mech.params, iterations=12)
+        residual = jnp.max(jnp.abs(jaxmbs.position_residual(mech, t, q, mech.params)))
+        return q, jaxmbs.project_velocities(mech, mech.structure, t, q, qd, mech.params), residual
+
+    states = []
+    while len(states) < STATES:
+        t = RNG.uniform(*times)
+        q, qd, residual = project(t, q0 + 0.2 * RNG.normal(size=mech.n), RNG.normal(0, 3, mech.n))
+        if float(residual) < 1e-13:  # else Newton did not converge from this guess: draw again
+            states.append((t, q, qd))
+    t, q, qd = zip(*states, strict=True)
+    return jnp.asarray(t), jnp.stack(q), jnp.stack(qd)
+
+
+CASES = {  # mechanism, a consistent q0, the range of times
+    "fourbar": (fourbar.fourbar, fourbar.initial_state, (0, 0)),
+    "fourbar-redundant": (lambda: fourbar.fourbar(redundant=True), fourbar.initial_state, (0, 0)),
+    "slider-crank": (slider_crank.slider_crank, slider_crank.initial_state, (0, 0)),
+    "slider-crank-driven": (  # the drive fixes the crank angle at time t
+        lambda: slider_crank.slider_crank(driven=True),
+        slider_crank.initial_state,
+        (0, 0.05),
+    ),
+    "chain": (lambda: chain.chain(4), lambda m: chain.initial_state(m, 0.6), (0, 0)),
+}
+
+
+@functools.cache
+def case(name):
+    make, initial_state, times = CASES[name]
+    mech = make()
+    return mech, random_states(mech, initial_state(mech)[0], times)
+
+
+@jax.jit
+def at_states(mech, t, q, qd):
+    """Every formulation's q̈ and λ, and M, Q, C, Γ, at a batch of states."""
+
+    def one(t, q, qd):
+        p = mech.params
+        out = {
+            name: jaxmbs.accelerations_and_multipliers(mech, t, q, qd, method=f)
+            for name, f in FORMULATIONS.items()
+        }
+        terms = (
+            mech.mass_matrix(q, p),
+            mech.forces(t, q, qd, p),
+            jaxmbs.constraint_jacobian(mech, t, q, p),
+            jaxmbs.acceleration_rhs(mech, t, q, qd, p),
+            jnp.max(jnp.abs(jaxmbs.velocity_residual(mech, t, q, qd, p))),
+        )
+        return out, terms
+
+    return jax.vmap(one)(t, q, qd)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_same_accelerations_and_reactions(name):
+    mech, (t, q, qd) = case(name)
+    out, (M, Q, C, gamma, velocity_residual) = at_states(mech, t, q, qd)
+    assert float(jnp.max(velocity_residual)) < 1e-12  # consistent states
+    qdd_ref, lam_ref = out["kkt"]
+    reaction_ref = jnp.einsum("bkn,bk->bn", C, lam_ref)
+    for method, (qdd, lam) in out.items():
+        for b in range(t.shape[0]):
+            scale = float(jnp.max(jnp.abs(qdd_ref[b])))
+            what = f"{name} {method} state {b}"
+            assert_close(qdd[b], qdd_ref[b], 0, FORMULATION_RTOL * scale, f"q̈ {what}")
+            reaction = C[b].T @ lam[b]
+            r_scale = max(1.0, float(jnp.max(jnp.abs(reaction_ref[b]))))
+            assert_close(reaction, reaction_ref[b], 0, FORMULATION_RTOL * r_scale, f"Cᵀλ {what}")
+            # The equations themselves, and λ of minimum norm: in the range of C.
+            assert_close(M[b] @ qdd[b] + reaction, Q[b], 0, 1e-10 * r_scale, f"dynamics {what}")
+            assert_close(C[b] @ qdd[b], gamma[b], 0, 1e-10 * scale, f"C q̈ = Γ {what}")
+            if mech.structure.redundancy:
+                left_null = jnp.linalg.svd(C[b].T)[2][mech.structure.rank :]
+                assert float(jnp.max(jnp.abs(left_null @ lam[b]))) < 1e-10 * r_scale, what
+
+
+@jax.jit
+def jacobians(mech, t, q, qd):
+    """∂q̈/∂(q, q̇, p) of every formulation, forward and reverse mode."""
+
+    def qdd(method):
+        return lambda q, qd, p: jaxmbs.accelerations(mech, t, q, qd, p, method=method)
+
+    def flat(tree):
+        return jnp.concatenate([x.reshape(x.shape[0], -1) for x in jax.tree.leaves(tree)], 1)
+
+    args = (q, qd, mech.params)
+    return {
+        name: (
+            flat(jax.jacfwd(qdd(f), argnums=(0, 1, 2))(*args)),
+            flat(jax.jacrev(qdd(f), argnums=(0, 1, 2))(*args)),
+        )
+        for name, f in FORMULATIONS.items()
+        if name in jaxmbs.METHODS
+    }
+
+
+@pytest.mark.parametrize("name", ["fourbar-redundant", "chain"])
+def test_same_derivatives_of_accelerations(name):
+    """The implicit derivative of every formulation equals the KKT system's derivative in
+    every direction — including the chain's repeated zero singular values and eigenvalues
+    and the redundant four-bar's rank-deficient C, where differentiating the SVD or the
+    eigendecomposition itself fails."""
+    mech, (t, q, qd) = case(name)
+    out = jacobians(mech, t[0], q[0], qd[0])
+    ref = out["kkt"][0]
+    assert bool(jnp.all(jnp.isfinite(ref))) and float(jnp.max(jnp.abs(ref))) > 1.0
+    for method, (forward, reverse) in out.items():
+        scale = FORMULATION_RTOL * float(jnp.max(jnp.abs(ref)))
+        assert_close(forward, ref, 0, scale, f"{name} {method} forward mode")
+        assert_close(reverse, ref, 0, scale, f"{name} {method} reverse mode")
+
+
+def test_registry():
+    assert jaxmbs.METHODS == (
+        "kkt",
+        "qr",
+        "svd",
+        "eigen",
+        "putd-householder",
+        "putd-gauss",
+        "partitioning",
+        "wang-huston",
+    )
+    for name in jaxmbs.METHODS:
+        assert jaxmbs.formulations.get_formulation(name).name == name
+    with pytest.raises(ValueError, match="unknown method 'lu'"):
+        jaxmbs.formulations.get_formulation("lu")
+
+
+def test_bad_partition_is_refused():
+    mech = fourbar.fourbar()
+    q0, qd0 = fourbar.initial_state(mech)
+    for dependent in [(0, 1, 2), (0, 1, 2, 3, 4, 5, 6, 6), (0, 1, 2, 3, 4, 5, 6, 9)]:
+        method = jaxmbs.CoordinatePartitioning(dependent=dependent)
+        with pytest.raises(ValueError, match="8 distinct dependent coordinates out of 9"):
+            jaxmbs.accelerations(mech, 0.0, q0, qd0, method=method)
+
+
+TS = jnp.linspace(0.0, 2.0, 401)
+
+
+@pytest.fixture(scope="module")
+def runs():
+    """2 s of the redundant four-bar by every method, no stabilisation, rtol = atol = 1e-12.
+
+    Methods that read all rows through a pseudoinverse (svd, eigen, wang-huston) see the
+    drift as a slightly full-rank C and take a different step sequence than those on
+    independent rows, so they agree at the level of the global integration error (3e-8 at
+    tolerance 1e-10, 3e-10 at 1e-12), not of round-off; hence the tight tolerance.
+    """
+    mech = fourbar.fourbar(redundant=True)
+    q0, qd0 = fourbar.initial_state(mech, np.pi / 3, 4.0)
+
+    def run(method, **kwargs):
+        return jaxmbs.simulate(
+            mech, q0, qd0, (0.0, 2.0), saveat=TS, method=method, stabilization="none", **kwargs
+        )
+
+    return mech, run, {name: run(name, rtol=1e-12, atol=1e-12) for name in jaxmbs.METHODS}
+
+
+def test_short_simulation_agrees(runs):
+    _, _, sols = runs
+    ref = sols["kkt"]
+    assert float(jnp.max(jnp.abs(ref.q[:, 2] - ref.q[0, 2]))) > 2.0  # the crank turns
+    qdd_scale = float(jnp.max(jnp.abs(ref.qdd)))
+    for name, sol in sols.items():
+        assert int(sol.result) == jaxmbs.RESULTS.successful, name
+        assert_close(sol.q, ref.q, 0, 1e-9, f"{name} q")
+        assert_close(sol.qd, ref.qd, 0, 1e-8, f"{name} q̇")
+        assert_close(sol.qdd, ref.qdd, 0, 1e-8 * qdd_scale, f"{name} q̈")
+        assert float(jnp.max(sol.position_residual)) < 1e-11, name
+
+
+def test_partitioning_stops_where_its_partition_degenerates(runs):
+    """With the rocker angle as the only independent coordinate, Φ_u is singular at the
+    rocker's extreme positions: the simulation must stop there with
+    `singular_configuration`, agreeing with the KKT solution up to that point."""
+    mech, run, sols = runs
+    ref = sols["kkt"]
+    method = jaxmbs.CoordinatePartitioning(dependent=tuple(range(8)))  # v = rocker.phi
+    sol = run(method, throw=False)
+    assert int(sol.result) == jaxmbs.RESULTS.singular_configuration
+    C = jax.vmap(lambda q: jaxmbs.constraint_jacobian(mech, 0.0, q, mech.params))(ref.q)
+    indicator = jax.vmap(lambda c: method.pivot_condition(c, mech.structure)[0])(C)
+    crossing = int(jnp.argmax(jnp.sign(indicator) != jnp.sign(indicator[0])))
+    assert crossing > 0  # the rocker does reach an extreme position
+    done = np.asarray(jnp.isfinite(sol.q[:, 0]))
+    stop = int(np.argmin(done))  # the first output time after the stop
+    assert crossing - 2 <= stop <= crossing + 2, (stop, crossing)
+    assert_close(sol.q[: stop - 1], ref.q[: stop - 1], 0, 1e-6, "q before the stop")
+
+
+TOL = 1e-12  # integration tolerance: finite differences need a smooth, accurate solve
+
+
+@pytest.fixture(scope="module")
+def final_angle():
+    """Crank angle after 0.5 s of the redundant four-bar as a function of the coupler mass,
+    and its central finite-difference derivative."""
+    mech = fourbar.fourbar(redundant=True)
+    q0, qd0 = fourbar.initial_state(mech, np.pi / 3, 3.0)
+
+    def f(m2, method="qr", adjoint=None):
+        sol = jaxmbs.simulate(
+            mech,
+            q0,
+            qd0,
+            (0.0, 0.5),
+            params={**mech.params, "m2": m2},
+            method=method,
+            stabilization="none",
+            rtol=TOL,
+            atol=TOL,
+            adjoint=adjoint,
+        )
+        return sol.q[-1, 2]
+
+    m2, h = 2.0, 1e-4
+    f_plus, f_minus = jax.jit(jax.vmap(f))(jnp.array([m2 + h, m2 - h]))
+    fd = float(f_plus - f_minus) / (2 * h)
+    assert abs(fd) > 1e-2  # a real dependence
+    return f, m2, fd
+
+
+@pytest.mark.parametrize(
+    "method, mode", [("qr", "reverse"), ("svd", "forward"), ("partitioning", "forward")]
+)
+def test_gradient_matches_central_differences(final_angle, method, mode):
+    """d(final crank angle)/d(coupler mass) through 0.5 s of motion. QR in reverse mode
+    (`jax.grad`, what users call); SVD and partitioning in forward mode, cheaper to compile
+    (reverse mode through every formulation is checked at single states above)."""
+    f, m2, fd = final_angle
+    if mode == "reverse":
+        grad = jax.jit(jax.grad(lambda m: f(m, method)))(m2)
+    else:
+        grad = jax.jit(jax.jacfwd(lambda m: f(m, method, diffrax.ForwardMode())))(m2)
+    assert abs(float(grad) - fd) < 1e-6 * abs(fd), (float(grad), fd)
