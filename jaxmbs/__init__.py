@@ -8,6 +8,10 @@ float64 is not switched on by importing jaxmbs; for accuracy work enable it firs
 
 from . import joints as joints
 from .assembly import assemble as assemble
+from .batch import MonteCarloResult as MonteCarloResult
+from .batch import monte_carlo as monte_carlo
+from .batch import process_share as process_share
+from .batch import summarize as summarize
 from .dynamics import accelerations as accelerations
 from .dynamics import accelerations_and_multipliers as accelerations_and_multipliers
 from .formulations import KKT as KKT
