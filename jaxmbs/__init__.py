@@ -26,6 +26,12 @@ from .kinematics import constraint_jacobian as constraint_jacobian
 from .kinematics import position_residual as position_residual
 from .kinematics import velocity_residual as velocity_residual
 from .mechanism import Mechanism as Mechanism
+from .optimize import GRADIENT_MODES as GRADIENT_MODES
+from .optimize import OptimizationResult as OptimizationResult
+from .optimize import central_difference_gradient as central_difference_gradient
+from .optimize import consistent_state as consistent_state
+from .optimize import optimize as optimize
+from .optimize import trajectory_loss as trajectory_loss
 from .stabilization import AbstractStabilization as AbstractStabilization
 from .stabilization import Baumgarte as Baumgarte
 from .stabilization import NoStabilization as NoStabilization
