@@ -9,6 +9,10 @@ float64 is not switched on by importing jaxmbs; for accuracy work enable it firs
 from . import joints as joints
 from . import nullspace as nullspace
 from .assembly import assemble as assemble
+from .batch import MonteCarloResult as MonteCarloResult
+from .batch import monte_carlo as monte_carlo
+from .batch import process_share as process_share
+from .batch import summarize as summarize
 from .closing import ClosingTerms as ClosingTerms
 from .closing import ClosingVariant as ClosingVariant
 from .closing import closing_terms as closing_terms
@@ -34,6 +38,12 @@ from .kinematics import position_residual as position_residual
 from .kinematics import velocity_residual as velocity_residual
 from .maps import map_coordinates as map_coordinates
 from .mechanism import Mechanism as Mechanism
+from .optimize import GRADIENT_MODES as GRADIENT_MODES
+from .optimize import OptimizationResult as OptimizationResult
+from .optimize import central_difference_gradient as central_difference_gradient
+from .optimize import consistent_state as consistent_state
+from .optimize import optimize as optimize
+from .optimize import trajectory_loss as trajectory_loss
 from .partitioning import independent_coordinates as independent_coordinates
 from .partitioning import partition_criterion as partition_criterion
 from .partitioning import projective_criterion as projective_criterion

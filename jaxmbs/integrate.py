@@ -51,7 +51,7 @@ class RESULTS:
         "integration; the solution stops there",
         "jaxmbs.simulate: the solver failed (non-finite state or step size too small)",
         "jaxmbs.simulate: inconsistent initial conditions: |Φ(q0)| or |c(q0, q̇0)| exceeds "
-        "consistency_tol (use jaxmbs.assemble), or q0, q̇0 or M(q0) is not finite",
+        "consistency_tol (use jaxmbs.assemble), or q0, q̇0, a parameter or M(q0) is not finite",
     )
 
     @classmethod
@@ -194,6 +194,10 @@ def _consistency(mechanism, t0, q0, qd0, params, tol):
     err_phi = jnp.max(jnp.abs(phi), initial=0.0)
     err_c = jnp.max(jnp.abs(c), initial=0.0)
     finite = jnp.all(jnp.isfinite(q0)) & jnp.all(jnp.isfinite(qd0))
+    # A non-finite parameter (e.g. a NaN force amplitude in a Monte Carlo batch) would only
+    # show up as a failed step after max_steps; flag it at the start instead.
+    for leaf in jax.tree_util.tree_leaves(params):
+        finite = finite & jnp.all(jnp.isfinite(leaf))
     mass_ok = jnp.all(jnp.isfinite(chol))
     consistent = (err_phi <= tol) & (err_c <= tol)
     return {
@@ -209,7 +213,7 @@ def _consistency(mechanism, t0, q0, qd0, params, tol):
 def _raise_if_invalid(check: dict, tol: float) -> None:
     """Eager, informative errors for a concrete initial state."""
     if not bool(check["finite"]):
-        raise ValueError("q0 or qd0 is not finite (NaN or inf)")
+        raise ValueError("q0, qd0 or a parameter is not finite (NaN or inf)")
     if not bool(check["mass_ok"]):
         raise ValueError("the mass matrix M(q0) is singular or not positive definite")
     if not bool(check["consistent"]):
