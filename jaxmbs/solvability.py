@@ -81,7 +81,7 @@ class GroupSolvability:
     unique_by_rank: bool
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Analysis(Structure):
     """Constraint structure and reaction solvability at one configuration.
 
