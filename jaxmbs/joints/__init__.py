@@ -1,3 +1,4 @@
 """Reusable constraint builders: joints write Φ (or ψ) only; autodiff does the rest."""
 
 from . import planar as planar
+from . import spatial as spatial
