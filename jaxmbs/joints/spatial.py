@@ -14,8 +14,8 @@ Kinetic energy (Lagrangian form, `Mechanism.from_lagrangian`):
 
     T = Σ ½ mᵢ |ṙᵢ|² + ½ ω'ᵢᵀ Jᵢ ω'ᵢ,
 
-with the body-frame angular velocity ω' read off the skew-symmetric matrix Aᵀ Ȧ, where Ȧ is
-the derivative of A along the Euler-angle rates (one jvp of `rotation`). The mass matrix and
+with the body-frame angular velocity ω' read off the skew-symmetric matrix Aᵀ Ȧ, where
+Ȧ = Σₖ (∂A/∂eₖ) ėₖ with ∂A/∂e from forward-mode autodiff of `rotation`. The mass matrix and
 the gyroscopic and centrifugal terms then come by autodiff; no angular-velocity matrix is
 written by hand. Joints only write Φ; applied forces at points and torques become generalized
 forces through the transposed Jacobian of the point position (or of ω) by a vjp.
@@ -123,13 +123,23 @@ def point(q, body: int | None, local) -> Array:
     return q[6 * body : 6 * body + 3] + matvec(rotation(q[6 * body + 3 : 6 * body + 6]), local)
 
 
+def rotation_derivatives(angles) -> Array:
+    """∂A/∂eₖ of the rotation matrix, shape (..., 3, 3, 3) (last axis k), by forward-mode
+    autodiff of `rotation`."""
+    flat = angles.reshape(-1, 3)
+    dA = jax.vmap(jax.jacfwd(rotation))(flat)
+    return dA.reshape(*angles.shape[:-1], 3, 3, 3)
+
+
 def body_angular_velocity(angles, rates) -> Array:
     """Angular velocity ω' in the body frame from Euler angles and their rates, shape (..., 3).
 
-    ω̃' = Aᵀ Ȧ with Ȧ the jvp of `rotation` along the rates (its antisymmetric part is taken,
-    so round-off cannot leak a symmetric component).
+    ω̃' = Aᵀ Ȧ with Ȧ = Σₖ (∂A/∂eₖ) ėₖ (`rotation_derivatives`); the antisymmetric part is
+    taken, so round-off cannot leak a symmetric component. The rates enter only through this
+    sum, so ∂²T/∂ė² needs ∂A/∂e once rather than once per rate direction.
     """
-    A, A_dot = jax.jvp(rotation, (angles,), (rates,))
+    A = rotation(angles)
+    A_dot = jnp.sum(rotation_derivatives(angles) * rates[..., None, None, :], axis=-1)
     W = jnp.sum(A[..., :, :, None] * A_dot[..., :, None, :], axis=-3)
     return 0.5 * jnp.stack(
         [W[..., 2, 1] - W[..., 1, 2], W[..., 0, 2] - W[..., 2, 0], W[..., 1, 0] - W[..., 0, 1]],
@@ -498,13 +508,16 @@ def spatial_mechanism(
     def velocity_constraints(t, q, qd, p):
         return jnp.concatenate([j(t, q, qd, p) for j in pfaffian])
 
+    # Each model function is jit-wrapped: traced once and reused by every derivative that
+    # needs it, and evaluated as one compiled call (not primitive by primitive) when the
+    # structure and the mass matrix are checked eagerly at the reference configuration.
     return Mechanism.from_lagrangian(
-        kinetic_energy,
-        potential_energy,
-        constraints if holonomic else None,
-        velocity_constraints if pfaffian else None,
+        jax.jit(kinetic_energy),
+        jax.jit(potential_energy),
+        jax.jit(constraints) if holonomic else None,
+        jax.jit(velocity_constraints) if pfaffian else None,
         params,
-        external_forces=external_forces if loads or applied_forces is not None else None,
+        external_forces=jax.jit(external_forces) if loads or applied_forces is not None else None,
         coordinate_names=coordinate_names(bodies),
         constraint_groups=groups,
         reference_q=reference_q,
