@@ -370,6 +370,17 @@ def _result_code(diffrax_result, ok: Array) -> Array:
     return jnp.where(ok, code, RESULTS.inconsistent_initial_conditions)
 
 
+def _map_saved(fn, ts, q, qd):
+    """fn over the saved states, one after the other (`lax.map`, not `vmap`).
+
+    A vmap would batch the LAPACK calls (QR, Cholesky) of the outputs and of the projection;
+    jaxlib 0.10's CPU LAPACK kernels split such batches over XLA's intra-op thread pool and
+    block waiting for them, which deadlocks when two batched calls run concurrently on a
+    2-thread pool (seen with the 30-coordinate McPherson struts, projection + saveat).
+    """
+    return jax.lax.map(lambda args: fn(*args), (ts, q, qd))
+
+
 @eqx.filter_jit
 def _solve(mechanism, structure, q0, qd0, t0, t1, saveat, options: _Options) -> Solution:
     params = mechanism.params
@@ -406,7 +417,7 @@ def _solve(mechanism, structure, q0, qd0, t0, t1, saveat, options: _Options) -> 
     ts, (q, qd) = out.ts, out.ys
     if isinstance(stabilization, Projection):
         # Dense output between steps is interpolated: project it onto the manifold too.
-        q, qd = jax.vmap(lambda t, q_, qd_: project(t, (q_, qd_), (params, ok)))(ts, q, qd)
+        q, qd = _map_saved(lambda t, q_, qd_: project(t, (q_, qd_), (params, ok)), ts, q, qd)
     q, qd = jnp.where(ok, q, jnp.nan), jnp.where(ok, qd, jnp.nan)
 
     def outputs(t, q_, qd_):
@@ -433,7 +444,7 @@ def _solve(mechanism, structure, q0, qd0, t0, t1, saveat, options: _Options) -> 
             energy,
         )
 
-    qdd, lam, res_phi, res_c, energy = jax.vmap(outputs)(ts, q, qd)
+    qdd, lam, res_phi, res_c, energy = _map_saved(outputs, ts, q, qd)
     code = _result_code(out.result, ok)
     if options.throw:
         code = eqx.branched_error_if(code, code != RESULTS.successful, code, RESULTS.messages)

@@ -2,3 +2,4 @@
 
 from . import particles as particles
 from . import planar as planar
+from . import spatial as spatial

@@ -14,24 +14,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 
 from .._types import Array
 from ..mechanism import Mechanism
-
-Spec = Any  # a number / array, a key into the parameter dict, or a callable p -> value
-
-
-def value(spec: Spec, params) -> Array:
-    """Evaluate a geometry or inertia specification against the parameters."""
-    if isinstance(spec, str):
-        return jnp.asarray(params[spec])
-    if callable(spec):
-        return jnp.asarray(spec(params))
-    return jnp.asarray(spec, dtype=float)
+from ._common import Spec, split_joints, value
 
 
 def rotation(phi) -> Array:
@@ -251,19 +240,7 @@ def planar_mechanism(
     first rows of [Φ ; ψ] in the given order, knife edges the following ones.
     """
     bodies = tuple(bodies)
-    names = [j.name for j in joints]
-    if len(set(names)) != len(names):
-        raise ValueError(f"joint names must be unique, got {names}")
-    for j in joints:
-        for b in (getattr(j, "body_i", None), getattr(j, "body_j", None), getattr(j, "body", None)):
-            if b is not None and not 0 <= b < len(bodies):
-                raise ValueError(f"joint {j.name!r} refers to body {b}; there are {len(bodies)}")
-    holonomic = tuple(j for j in joints if j.holonomic)
-    pfaffian = tuple(j for j in joints if not j.holonomic)
-    groups, row = {}, 0
-    for j in holonomic + pfaffian:
-        groups[j.name] = tuple(range(row, row + j.rows))
-        row += j.rows
+    holonomic, pfaffian, groups = split_joints(joints, len(bodies))
 
     def masses(p):
         return jnp.stack([value(b.mass, p) for b in bodies])
