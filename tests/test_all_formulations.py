@@ -173,6 +173,32 @@ def test_bad_partition_is_refused():
             jaxmbs.accelerations(mech, 0.0, q0, qd0, method=method)
 
 
+@pytest.fixture
+def float32():
+    jax.config.update("jax_enable_x64", False)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_x64", True)
+
+
+def test_float32_every_method(float32):
+    mech = fourbar.fourbar(redundant=True)
+    q, qd = fourbar.initial_state(mech, 1.0, 3.0)
+    assert q.dtype == jnp.float32
+    out = jax.jit(
+        lambda q, qd: {
+            name: jaxmbs.accelerations_and_multipliers(mech, 0.0, q, qd, method=name)
+            for name in jaxmbs.METHODS
+        }
+    )(q, qd)
+    qdd_ref, lam_ref = out["kkt"]
+    for name, (qdd, lam) in out.items():
+        assert qdd.dtype == lam.dtype == jnp.float32, name
+        assert_close(qdd, qdd_ref, 0, 1e-4 * float(jnp.max(jnp.abs(qdd_ref))), f"{name} q̈")
+        assert_close(lam, lam_ref, 0, 1e-4 * float(jnp.max(jnp.abs(lam_ref))), f"{name} λ")
+
+
 TS = jnp.linspace(0.0, 2.0, 401)
 
 
