@@ -80,7 +80,7 @@ def test_joint_coordinates_reproduce_the_particle_and_absolute_mechanisms(platfo
     chain = jax.jit(lambda th: pf.particle_map(th, joint.params))
     cut_x = [r for g in ("A2", "A3") for r in particles.group_rows(g)]
     cut_abs = [r for g in ("A2", "A3") for r in absolute.group_rows(g)]
-    for th, thd in random_joint_states(joint, 3):
+    for th, thd in random_joint_states(joint, 2):
         thdd, nu = _both(joint, th, thd)
         x, xd = jax.jvp(chain, (th,), (thd,))
         xdd = along_path(chain, th, thd, thdd)
