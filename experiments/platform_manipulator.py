@@ -79,27 +79,40 @@ def run(kind: str, t1: float, tol: float, points: int, repeats: int) -> dict:
     }
 
 
+def pose_deviation(pose: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """max |Δx|, |Δy|, |Δφ| (angle wrapped) at each output time."""
+    dev = np.abs(pose - reference)
+    dev[:, 2] = np.abs(np.angle(np.exp(1j * (pose[:, 2] - reference[:, 2]))))
+    return dev.max(axis=1)
+
+
 def table(rows: list[dict], t1: float, tol: float) -> str:
     base = next(r for r in rows if r["kind"] == "absolute")
-    reference = next(r for r in rows if r["kind"] == "joint")["pose"]
+    reference = next(r for r in rows if r["kind"] == "joint")
+    half = reference["ts"] <= t1 / 2
     lines = [
         f"Platform manipulator, {t1:g} s, Tsit5, rtol = atol = {tol:g}, QR null space, "
         "projection; times measured in one process (median of the repeated runs).",
         "",
         "| coordinates | n | constraints | dof | steps | rejected | RHS evals | compile (s) "
-        "| steady (s) | time / absolute | max pose dev. from θ | max abs(Φ) "
-        "| energy balance error (J) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        f"| steady (s) | time / absolute | pose dev. from θ, t ≤ {t1 / 2:g} s "
+        f"| pose dev. from θ, t ≤ {t1:g} s | max abs(Φ) | energy balance error (J) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        dev = np.abs(r["pose"] - reference)
-        dev[:, 2] = np.abs(np.angle(np.exp(1j * (r["pose"][:, 2] - reference[:, 2]))))
+        dev = pose_deviation(r["pose"], reference["pose"])
         lines.append(
             f"| {KINDS[r['kind']]} | {r['n']} | {r['m']} | {r['dof']} | {r['steps']} "
             f"| {r['rejected']} | {r['rhs']} | {r['compile']:.1f} | {r['steady']:.3f} "
-            f"| {r['steady'] / base['steady']:.2f} | {dev.max():.1e} | {r['residual']:.1e} "
-            f"| {r['energy_balance']:.1e} |"
+            f"| {r['steady'] / base['steady']:.2f} | {dev[half].max():.1e} | {dev.max():.1e} "
+            f"| {r['residual']:.1e} | {r['energy_balance']:.1e} |"
         )
+    lines += [
+        "",
+        "The motion is sensitive to small perturbations (a large-amplitude passive linkage): "
+        "differences of the order of the integration error grow by about three orders of "
+        "magnitude between 5 s and 10 s, in any one coordinate choice as between them.",
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -40,13 +40,28 @@ def map_acceleration_bias(f: MapFn, theta, theta_dot, p) -> Array:
     return jax.jvp(lambda th: map_velocity(f, th, theta_dot, p)[1], (theta,), (theta_dot,))[1]
 
 
-def _kept_rows(mechanism: Mechanism, keep: Sequence[str] | None) -> list[tuple[str, tuple]]:
-    if keep is None:
-        return list(mechanism.constraint_groups)
+def _pulled_back_rows(
+    mechanism: Mechanism, keep: Sequence[str] | None, n_extra: int, extra_name: str
+) -> tuple[list[int], list[int], dict[str, tuple[int, ...]]]:
+    """The kept holonomic and Pfaffian rows of [Φ ; ψ], and the groups renumbered for the new
+    mechanism: kept holonomic rows, then the `n_extra` rows written in θ, then Pfaffian."""
     names = [g for g, _ in mechanism.constraint_groups]
+    if keep is None:
+        keep = names
     if unknown := [k for k in keep if k not in names]:
         raise ValueError(f"keep names unknown constraint groups {unknown}; groups: {names}")
-    return [(g, rows) for g, rows in mechanism.constraint_groups if g in keep]
+    kept = [(g, rows) for g, rows in mechanism.constraint_groups if g in keep]
+    m = mechanism.n_holonomic
+    hol = [r for _, rows in kept for r in rows if r < m]
+    pfaffian = [r for _, rows in kept for r in rows if r >= m]
+    new_row = {r: i for i, r in enumerate(hol)}
+    new_row.update({r: len(hol) + n_extra + i for i, r in enumerate(pfaffian)})
+    groups = {g: tuple(new_row[r] for r in rows) for g, rows in kept}
+    if n_extra:
+        if extra_name in groups:
+            raise ValueError(f"constraints_name {extra_name!r} is already a group name")
+        groups[extra_name] = tuple(range(len(hol), len(hol) + n_extra))
+    return hol, pfaffian, groups
 
 
 def map_coordinates(
@@ -90,22 +105,12 @@ def map_coordinates(
     theta = jax.ShapeDtypeStruct((n,), jnp.result_type(float))
     if (shape := jax.eval_shape(f, theta, mechanism.params).shape) != (mechanism.n,):
         raise ValueError(f"f(θ, p) must return shape ({mechanism.n},), got {shape}")
-    m = mechanism.n_holonomic
-    kept = _kept_rows(mechanism, keep)
-    hol = [r for _, rows in kept for r in rows if r < m]
-    pf = [r for _, rows in kept for r in rows if r >= m]
-    hol_idx, pf_idx = np.asarray(hol, dtype=int), np.asarray(pf, dtype=int) - m
     n_extra = 0
     if constraints is not None:
         n_extra = jax.eval_shape(constraints, jnp.zeros(()), theta, mechanism.params).shape[0]
-    # Renumber the kept rows: holonomic, then the extra constraints, then Pfaffian.
-    new_row = {r: i for i, r in enumerate(hol)}
-    new_row.update({r: len(hol) + n_extra + i for i, r in enumerate(pf)})
-    groups = {g: tuple(new_row[r] for r in rows) for g, rows in kept}
-    if constraints is not None:
-        if constraints_name in groups:
-            raise ValueError(f"constraints_name {constraints_name!r} is already a group name")
-        groups[constraints_name] = tuple(range(len(hol), len(hol) + n_extra))
+    hol, pfaffian, groups = _pulled_back_rows(mechanism, keep, n_extra, constraints_name)
+    hol_idx = np.asarray(hol, dtype=int)
+    pfaffian_idx = np.asarray(pfaffian, dtype=int) - mechanism.n_holonomic
 
     def jacobian(th, p):
         return jax.jacfwd(f)(th, p)
@@ -131,7 +136,7 @@ def map_coordinates(
 
     def pulled_velocity_constraints(t, th, thd, p):
         x, xd = map_velocity(f, th, thd, p)
-        return mechanism.velocity_constraints(t, x, xd, p)[pf_idx]
+        return mechanism.velocity_constraints(t, x, xd, p)[pfaffian_idx]
 
     potential = None
     if mechanism.potential_energy is not None:
@@ -145,7 +150,7 @@ def map_coordinates(
         mass_matrix,
         forces,
         pulled_constraints if hol or constraints is not None else None,
-        pulled_velocity_constraints if pf else None,
+        pulled_velocity_constraints if pfaffian else None,
         mechanism.params,
         coordinate_names=coordinate_names or tuple(f"theta{i}" for i in range(n)),
         constraint_groups=groups,

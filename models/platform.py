@@ -11,8 +11,10 @@ centre; start at rest. The paper's figure is missing, so the geometry is chosen 
 - the platform's joints C₁, C₂, C₃ lie on a circle of radius R_platform = 1/√2 m about its
   centre of mass (at 90°, 210°, 330° in its frame); its 1.0 kg m² is taken about that
   centre. With this radius the equivalent particles of the platform all have positive
-  masses (1/3, 1, 1/3 at C₁, C₂, C₃ and 4/3 at the mid-point of C₁C₃); a larger platform
-  would need negative ones and an indefinite mass matrix;
+  masses (1/3, 1, 1/3 at C₁, C₂, C₃ and 4/3 at the mid-point of C₁C₃). Beyond
+  √(2/3) m the masses at C₁ and C₃ turn negative, and from about 0.97 m on the particle
+  mass matrix is indefinite (a uniform triangular plate with Table 1's inertia, side 2 m,
+  would be such a case);
 - start: platform centre at the origin, angle 0; every elbow Bᵢ on the counter-clockwise
   side of its leg (the configuration is symmetric under a 120° turn).
 
