@@ -218,15 +218,11 @@ def monte_carlo(
     start = time.perf_counter()
     outputs, first_chunk = [], None
     bar = _progress_bar(n_chunks, progress)
-    pending = launch(0)
     for k in range(n_chunks):
-        # Dispatch the next chunk before fetching this one: transfers overlap computation.
-        following = launch(k + 1) if k + 1 < n_chunks else None
-        outputs.append(jax.device_get(pending))
+        outputs.append(jax.device_get(launch(k)))
         if first_chunk is None:
             first_chunk = time.perf_counter() - start
         bar.update(1)
-        pending = following
     bar.close()
     total = time.perf_counter() - start
     solutions, responses, diagnostics, codes = jax.tree_util.tree_map(
@@ -278,6 +274,8 @@ def _run_chunk(mechanism, batched, shared, t_span, saveat, kwargs, response, kee
         )
 
     per_device = jax.vmap(one, in_axes=(0, None))
+    if mesh.size == 1:
+        return per_device(batched, (shared, t_span, saveat))
     return jax.shard_map(
         per_device, mesh=mesh, in_specs=(P(AXIS), P()), out_specs=P(AXIS), check_vma=False
     )(batched, (shared, t_span, saveat))
