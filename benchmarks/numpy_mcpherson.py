@@ -159,6 +159,7 @@ class Strut:
         self.perp_A = perpendicular_pair(self.axis_A)
         self.perp_strut = perpendicular_pair(self.axis_strut)
         self.perp_rack = (np.array([0.0, 0.0, 1.0]), np.array([1.0, 0.0, 0.0]))  # ⟂ y
+        self.baumgarte: tuple[float, float] | None = None  # (α, β): Γ̄ = Γ − 2αΦ̇ − β²Φ
         self.mass = np.ones(N_BODIES)
         self.inertia = np.full((N_BODIES, 3), 0.1)
         self.g, self.Fz, self.Fy = 9.80665, 40.0, 0.1
@@ -234,7 +235,10 @@ class Strut:
 
     def solve(self, t: float, q: np.ndarray, qd: np.ndarray):
         """q̈ and C_Iᵀλ_I by the QR method with column pivoting (eqs 3.29–3.36)."""
-        _, C, gamma = self.rows(q, qd)
+        phi, C, gamma = self.rows(q, qd)
+        if self.baumgarte is not None:
+            alpha, beta = self.baumgarte
+            gamma = gamma - 2 * alpha * (C @ qd) - beta**2 * phi
         M, Q = self.mass_and_forces(t, q, qd)
         r = self.rank
         Qf, R, perm = qr(C.T, pivoting=True)
@@ -250,10 +254,11 @@ class Strut:
         return np.concatenate([y[N:], self.solve(t, y[:N], y[N:])[0]])
 
 
-def simulate(strut: Strut, q0, qd0, t1: float = 10.0, tol: float = 1e-8):
+def simulate(strut: Strut, q0, qd0, t1: float = 10.0, tol: float = 1e-8, t_eval=None):
     """RK45 over (0, t1); returns (solve_ivp result, wall time)."""
     start = time.perf_counter()
-    res = solve_ivp(strut.rhs, (0.0, t1), np.concatenate([q0, qd0]), rtol=tol, atol=tol)
+    y0 = np.concatenate([q0, qd0])
+    res = solve_ivp(strut.rhs, (0.0, t1), y0, rtol=tol, atol=tol, t_eval=t_eval)
     return res, time.perf_counter() - start
 
 

@@ -236,8 +236,8 @@ def simulate(
     *,
     method: str | AbstractFormulation = "qr",
     stabilization: str | AbstractStabilization = "projection",
-    rtol: float = 1e-8,
-    atol: float = 1e-8,
+    rtol: float | Array = 1e-8,
+    atol: float | Array = 1e-8,
     saveat: ArrayLike | None = None,
     solver: diffrax.AbstractSolver | None = None,
     params: Params | None = None,
@@ -260,7 +260,8 @@ def simulate(
     - `method`: formulation name (`jaxmbs.METHODS`) or instance.
     - `stabilization`: `"none"`, `"baumgarte"`, `"projection"` or an instance
       (e.g. `jaxmbs.Baumgarte(alpha=5, beta=5)`).
-    - `rtol`, `atol`: tolerances of the PID step-size controller.
+    - `rtol`, `atol`: tolerances of the PID step-size controller (floats, or arrays to
+      reuse one compilation across tolerances inside `jax.jit`).
     - `saveat`: output times (None: t1 only).
     - `solver`: a diffrax solver (default `diffrax.Tsit5()`).
     - `params`: parameters replacing `mechanism.params` (convenient for `jax.grad`).
@@ -314,8 +315,10 @@ class _Options(eqx.Module):
     solver: diffrax.AbstractSolver
     adjoint: diffrax.AbstractAdjoint
     progress_meter: diffrax.AbstractProgressMeter
-    rtol: float = eqx.field(static=True)
-    atol: float = eqx.field(static=True)
+    # Not static: a tolerance given as an array is traced, so a sweep over tolerances reuses
+    # one compilation (Python floats are still baked in by filter_jit).
+    rtol: float | Array
+    atol: float | Array
     dt0: float | None = eqx.field(static=True)
     max_steps: int = eqx.field(static=True)
     consistency_tol: float = eqx.field(static=True)

@@ -1,0 +1,266 @@
+"""The McPherson struts of Pękal–Frączek 2016 (§4.1): structure, formulations, motion, energy
+and a parameter gradient.
+
+Every method in `jaxmbs.METHODS` is checked, so the tests cover the formulations present in
+the library. Independent references: a hand-derived NumPy implementation of the same strut
+(`benchmarks/numpy_mcpherson.py`), the energy balance, and central finite differences.
+"""
+
+import pathlib
+import sys
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import assert_close, relative_error
+
+import jaxmbs
+from jaxmbs.joints import spatial
+from jaxmbs.models import mcpherson
+
+sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "benchmarks"))
+import numpy_mcpherson as reference  # noqa: E402
+
+RNG = np.random.default_rng(20261124)
+N_STATES = 50
+TOL = 1e-10  # integration tolerance of the 10 s runs
+TS = jnp.linspace(0.0, 10.0, 2001)
+#: Formulations whose parameter derivative is checked (those present in this build).
+GRADIENT_METHODS = [m for m in ("qr", "svd", "partitioning") if m in jaxmbs.METHODS]
+
+
+@pytest.fixture(scope="module")
+def struts():
+    return {
+        "simplified": mcpherson.mcpherson_simplified(),
+        "redundant": mcpherson.mcpherson_redundant(),
+    }
+
+
+def test_table_1_and_design_position(struts):
+    points = mcpherson.design_hardpoints()
+    for name, length in mcpherson.TABLE_1.items():
+        a, b = name[0], name[1:]
+        assert abs(np.linalg.norm(points[a] - points[b]) - length) < 1e-12, name
+    q = jnp.asarray(mcpherson.design_configuration())
+    for mech in struts.values():
+        assert float(jnp.max(jnp.abs(mech.constraints(0.0, q, mech.params)))) < 1e-15
+    # Every body frame has θ = π/2 in the design position: far from the gimbal lock.
+    assert_close(q.reshape(5, 6)[:, 4], np.pi / 2, 0, 1e-15, "θ")
+
+
+def test_dof_and_redundancy(struts):
+    simplified, redundant = struts["simplified"].structure, struts["redundant"].structure
+    assert (simplified.n, simplified.n_constraints, simplified.rank) == (30, 26, 26)
+    assert (simplified.dof, simplified.redundancy) == (4, 0)
+    assert (redundant.n, redundant.n_constraints, redundant.rank) == (30, 29, 26)
+    assert (redundant.dof, redundant.redundancy) == (4, 3)
+
+
+def test_two_of_the_dof_are_local_mobilities(struts):
+    """Spinning the piston rod or the tie rod about its own axis violates no constraint."""
+    mech = struts["redundant"]
+    q = jnp.asarray(mcpherson.design_configuration())
+    C = jaxmbs.constraint_jacobian(mech, 0.0, q, mech.params)
+    points = mcpherson.design_hardpoints()
+    for body, (a, b) in ((mcpherson.ROD, ("J", "K")), (mcpherson.TIE_ROD, ("I", "L"))):
+        axis = (points[b] - points[a]) / np.linalg.norm(points[b] - points[a])
+        angles = q[6 * body + 3 : 6 * body + 6]
+        G = jax.jacfwd(spatial.body_angular_velocity, argnums=1)(angles, jnp.zeros(3))
+        qd = (
+            jnp.zeros(30)
+            .at[6 * body + 3 : 6 * body + 6]
+            .set(
+                jnp.linalg.solve(G, mcpherson.FRAME.T @ axis)  # ω' of a spin about the axis
+            )
+        )
+        assert float(jnp.max(jnp.abs(C @ qd))) < 1e-14
+        assert float(jnp.max(jnp.abs(C @ qd.at[6 * body].set(1e-3)))) > 1e-4  # not everything is
+
+
+@pytest.fixture(scope="module")
+def states(struts):
+    """Random consistent (t, q, q̇) near the design position: Newton projection of perturbed
+    positions and projection of random velocities. The simplified and the redundant strut
+    share the constraint manifold, so the states are consistent for both."""
+    mech = struts["simplified"]
+    q_design = jnp.asarray(mcpherson.design_configuration())
+
+    @jax.jit
+    def consistent(dq, v):
+        q = jaxmbs.project_positions(mech, mech.structure, 0.0, q_design + dq, mech.params, 8)
+        return q, jaxmbs.project_velocities(mech, mech.structure, 0.0, q, v, mech.params)
+
+    dq = jnp.asarray(RNG.normal(scale=0.05, size=(N_STATES, 30)))
+    v = jnp.asarray(RNG.normal(size=(N_STATES, 30)))
+    q, qd = jax.lax.map(lambda a: consistent(*a), (dq, v))
+    t = jnp.asarray(RNG.uniform(0.0, 10.0, N_STATES))
+    return t, q, qd
+
+
+@pytest.fixture(scope="module")
+def accelerations(struts, states):
+    """q̈ and the generalized reactions Cᵀλ of every method at every state, per strut."""
+    out = {}
+    for name, mech in struts.items():
+
+        @jax.jit
+        def all_methods(t, q, qd, mech=mech):
+            C = jaxmbs.constraint_jacobian(mech, t, q, mech.params)
+            result = {}
+            for method in jaxmbs.METHODS:
+                qdd, lam = jaxmbs.accelerations_and_multipliers(mech, t, q, qd, method=method)
+                result[method] = (qdd, C.T @ lam)
+            residuals = (
+                jaxmbs.position_residual(mech, t, q, mech.params),
+                jaxmbs.velocity_residual(mech, t, q, qd, mech.params),
+            )
+            return result, residuals
+
+        out[name] = jax.lax.map(lambda s: all_methods(*s), states)
+    return out
+
+
+@pytest.mark.parametrize("strut", ["simplified", "redundant"])
+def test_states_are_consistent(accelerations, strut):
+    _, (phi, c) = accelerations[strut]
+    assert float(jnp.max(jnp.abs(phi))) < 1e-12
+    assert float(jnp.max(jnp.abs(c))) < 1e-12
+
+
+@pytest.mark.parametrize("strut", ["simplified", "redundant"])
+@pytest.mark.parametrize("method", jaxmbs.METHODS)
+def test_every_method_gives_the_same_accelerations_and_reactions(accelerations, strut, method):
+    results, _ = accelerations[strut]
+    qdd_ref, reaction_ref = results["kkt"]
+    qdd, reaction = results[method]
+    for i in range(N_STATES):
+        assert relative_error(qdd[i], qdd_ref[i]) < 1e-9, (method, i)
+        assert relative_error(reaction[i], reaction_ref[i]) < 1e-9, (method, i)
+
+
+def test_redundant_strut_has_the_same_accelerations_and_reactions(accelerations):
+    """Redundant constraints change neither q̈ nor the generalized reactions Cᵀλ."""
+    (simplified, _), (redundant, _) = accelerations["simplified"], accelerations["redundant"]
+    for i in range(N_STATES):
+        assert relative_error(redundant["qr"][0][i], simplified["qr"][0][i]) < 1e-9
+        assert relative_error(redundant["qr"][1][i], simplified["qr"][1][i]) < 1e-9
+
+
+@pytest.mark.parametrize("strut", ["simplified", "redundant"])
+def test_against_hand_derived_numpy_strut(accelerations, states, strut):
+    """Independent check of M, the gyroscopic terms, Φ_q and Γ: hand-written derivatives of
+    the rotation matrix and of every constraint row, QR with column pivoting in NumPy."""
+    results, _ = accelerations[strut]
+    ref = reference.Strut(redundant=strut == "redundant")
+    t, q, qd = (np.asarray(x) for x in states)
+    for i in range(5):
+        qdd, reaction = ref.solve(t[i], q[i], qd[i])
+        assert relative_error(results["qr"][0][i], qdd) < 1e-10
+        assert relative_error(results["qr"][1][i], reaction) < 1e-10
+
+
+@pytest.fixture(scope="module")
+def motion(struts):
+    """10 s of both struts from the design position at rest (no stabilisation, tight tolerance),
+    with the power of F_z and F_y at every output time. Jitted over the parameters, so the
+    finite differences reuse the compiled solve."""
+    out = {}
+    for name, mech in struts.items():
+        q0, qd0 = mcpherson.initial_state(mech)
+
+        @jax.jit
+        def run(params, mech=mech, q0=q0, qd0=qd0):
+            sol = jaxmbs.simulate(
+                mech,
+                q0,
+                qd0,
+                (0.0, 10.0),
+                saveat=TS,
+                params=params,
+                stabilization="none",
+                rtol=TOL,
+                atol=TOL,
+                adjoint=diffrax.ForwardMode(),
+            )
+            power = jax.vmap(
+                lambda t, q, qd: spatial.load_power(mcpherson.loads(), t, q, qd, params)
+            )
+            return sol, power(sol.ts, sol.q, sol.qd)
+
+        out[name] = (run, *run(mech.params))
+    return out
+
+
+def test_simplified_and_redundant_struts_move_identically(motion):
+    (_, a, _), (_, b, _) = motion["simplified"], motion["redundant"]
+    assert int(a.result) == int(b.result) == jaxmbs.RESULTS.successful
+    assert_close(b.q, a.q, 0, 1e-9, "q")
+    assert_close(b.qd, a.qd, 0, 1e-8, "q̇")
+    # It is a large motion: the arm swings through more than 90°, the rack travels.
+    assert float(jnp.ptp(a.q[:, 5])) > np.pi / 2
+    assert float(jnp.ptp(a.q[:, 6 * mcpherson.RACK + 1])) > 0.05
+    assert float(jnp.max(a.position_residual)) < 1e-8
+
+
+def cumulative_simpson(power, h):
+    """∫₀ᵗ P dt at the even output times (composite Simpson)."""
+    p = np.asarray(power)
+    panels = h / 3 * (p[:-2:2] + 4 * p[1:-1:2] + p[2::2])
+    return np.concatenate([[0.0], np.cumsum(panels)])
+
+
+@pytest.mark.parametrize("strut", ["simplified", "redundant"])
+def test_energy_balance(motion, strut):
+    """E(t) − E(0) = ∫ (F_z ż₁ + F_y ẏ₅) dt: kinetic + gravitational energy minus the work
+    of the applied forces is constant to the integration tolerance."""
+    _, sol, power = motion[strut]
+    energy = np.asarray(sol.energy)[::2]
+    work = cumulative_simpson(power, float(TS[1] - TS[0]))
+    imbalance = energy - energy[0] - work
+    scale = np.max(np.abs(energy))
+    assert np.ptp(energy) > 5.0  # energy really flows: the loads do work
+    assert np.max(np.abs(imbalance)) < 100 * TOL * scale, np.max(np.abs(imbalance))
+
+
+@pytest.mark.parametrize("method", GRADIENT_METHODS)
+def test_gradient_of_wheel_height_wrt_mass(struts, motion, method):
+    """d(final wheel-centre height)/d(m₂) by forward-mode autodiff through the solve, against
+    central differences of the (reused) compiled solve."""
+    mech = struts["simplified"]
+    run, sol, _ = motion["simplified"]
+    q0, qd0 = sol.q[0], sol.qd[0]
+    # The 10 s response is strongly nonlinear in m₂ (the arm swings over): h = 1e-4 leaves a
+    # truncation error of 1e-4 relative; at h = 1e-5 the difference quotient has converged
+    # to ~1e-6 while the integration noise (tolerance 1e-10) is still far below.
+    h = 1e-5
+
+    def height(params, solve=run):
+        return mcpherson.wheel_centre(mech, solve(params)[0].q[-1], params)[2]
+
+    def with_mass(m):
+        return {**mech.params, "m2": m}
+
+    fd = (height(with_mass(1.0 + h)) - height(with_mass(1.0 - h))) / (2 * h)
+
+    def final_height(m):
+        params = with_mass(m)
+        sol = jaxmbs.simulate(
+            mech,
+            q0,
+            qd0,
+            (0.0, 10.0),
+            params=params,
+            method=method,
+            stabilization="none",
+            rtol=TOL,
+            atol=TOL,
+            adjoint=diffrax.ForwardMode(),
+        )
+        return mcpherson.wheel_centre(mech, sol.q[-1], params)[2]
+
+    _, derivative = jax.jit(lambda m: jax.jvp(final_height, (m,), (jnp.ones_like(m),)))(1.0)
+    assert abs(float(fd)) > 1e-3  # a real dependence
+    assert abs(float(derivative - fd)) < 1e-5 * abs(float(fd)), (float(derivative), float(fd))
