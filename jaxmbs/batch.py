@@ -1,14 +1,15 @@
 """Monte Carlo batches: many trajectories at once, in chunks, sharded over all local devices.
 
-`monte_carlo` vmaps [`jaxmbs.simulate`][] over a leading sample axis of the initial
+`monte_carlo` runs [`jaxmbs.simulate`][] over a leading sample axis of the initial
 conditions and/or parameters (DESIGN §6). The batch runs in chunks of `chunk_size` samples:
 every chunk is one call of one compiled program (the last chunk is padded, so the program is
 compiled once), which bounds the device memory by the chunk and not by the batch. Each chunk
 is split over the devices of a `jax.sharding.Mesh` with `jax.shard_map`: every device runs
-its own vmapped solve on its share and stops when its own slowest sample is done (no
-cross-device synchronisation per step). Simulations run with `throw=False`, so a failed
-sample (non-finite parameter, inconsistent start, singular configuration, step failure,
-step limit) is frozen, flagged by its result code and costs the others nothing.
+its own solve on its share (vmapped, or one sample after another, below) with no
+cross-device synchronisation per step; with one device no shard_map is needed. Simulations
+run with `throw=False`, so a failed sample (non-finite parameter, inconsistent start,
+singular configuration, step failure, step limit) is frozen, flagged by its result code
+and costs the others nothing.
 
 **Multi-host.** With several hosts, call `jax.distributed.initialize()` on each, give each
 process its share of the batch with [`jaxmbs.process_share`][] and run `monte_carlo` there
@@ -16,6 +17,14 @@ process its share of the batch with [`jaxmbs.process_share`][] and run `monte_ca
 (`save=f"mc-{jax.process_index()}.npz"`) and concatenate in sample order (the returned
 slice says where each share belongs). No communication between hosts is needed: the
 samples are independent.
+
+**vmap or map.** On accelerators the samples of a chunk are vmapped. On CPU they run one
+after another inside the compiled chunk (`lax.map`, `vectorize=False`) by default: vmap
+gains little there (batched QR and triangular solves are loops; the batch also waits for
+its slowest sample), and with jaxlib 0.10.2 on a 2-core CPU vmapped chunks of 128 and 256
+four-bar samples sometimes never finished — a native stack showed a batched QR and a
+batched triangular solve both waiting in `ParallelBatchMap` on XLA's intra-op thread pool;
+`XLA_FLAGS=--xla_cpu_multi_thread_eigen=false` did not help.
 
 **float32.** Without `jax_enable_x64` the batch runs in float32 (the usual GPU choice).
 Measured on the reference models over 10 s with projection stabilisation
@@ -147,6 +156,7 @@ def monte_carlo(
     keep_solutions: bool = True,
     chunk_size: int | None = None,
     devices: Sequence[jax.Device] | None = None,
+    vectorize: bool | None = None,
     progress: bool = False,
     save: str | Path | None = None,
     **simulate_kwargs,
@@ -170,6 +180,10 @@ def monte_carlo(
     - `chunk_size`: samples per compiled call (None: the whole batch in one chunk); rounded
       up to a multiple of the number of devices.
     - `devices`: devices to shard every chunk over (default: all local devices).
+    - `vectorize`: on each device, vmap the samples of a chunk (True) or run them one after
+      another inside the compiled chunk with `lax.map` (False). Default: vmap on
+      accelerators, `lax.map` on CPU, where vmap gains little and large vmapped chunks can
+      deadlock in jaxlib 0.10.2 (see the module notes). Results agree to round-off.
     - `progress`: show a progress bar over the chunks.
     - `save`: write the result to this `.npz` or `.csv` path (see `MonteCarloResult.save`).
     - `simulate_kwargs`: passed to [`jaxmbs.simulate`][] (`method`, `stabilization`, `rtol`,
@@ -192,6 +206,8 @@ def monte_carlo(
     if not devices:
         raise ValueError("devices must not be empty")
     mesh = Mesh(np.array(devices), (AXIS,))
+    if vectorize is None:
+        vectorize = devices[0].platform != "cpu"
     chunk = _chunk_size(chunk_size, size, len(devices))
     n_chunks = -(-size // chunk)
     batched, shared = eqx.partition(inputs, mask)
@@ -213,6 +229,7 @@ def monte_carlo(
             response,
             keep_solutions,
             mesh,
+            vectorize,
         )
 
     start = time.perf_counter()
@@ -250,8 +267,8 @@ def monte_carlo(
 
 
 @eqx.filter_jit
-def _run_chunk(mechanism, batched, shared, t_span, saveat, kwargs, response, keep, mesh):
-    """One chunk: vmap of simulate over each device's share, shard_map over the mesh."""
+def _run_chunk(mechanism, batched, shared, t_span, saveat, kwargs, response, keep, mesh, vectorize):
+    """One chunk: simulate over each device's share (vmap or lax.map), shard_map over the mesh."""
 
     def one(sample, common):
         shared, t_span, saveat = common
@@ -273,7 +290,13 @@ def _run_chunk(mechanism, batched, shared, t_span, saveat, kwargs, response, kee
             sol.result,
         )
 
-    per_device = jax.vmap(one, in_axes=(0, None))
+    if vectorize:
+        per_device = jax.vmap(one, in_axes=(0, None))
+    else:
+
+        def per_device(samples, common):
+            return jax.lax.map(lambda sample: one(sample, common), samples)
+
     if mesh.size == 1:
         return per_device(batched, (shared, t_span, saveat))
     return jax.shard_map(

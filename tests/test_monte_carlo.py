@@ -52,11 +52,11 @@ def chunked(setup):
     return run(*setup, chunk_size=3)  # 3 chunks of 3, the last one padded
 
 
-def test_chunked_equals_unchunked_and_single_runs(setup, chunked):
+def test_chunked_equals_unchunked_vmapped_and_single_runs(setup, chunked):
     mech, batch = setup
     assert (chunked.chunk_size, chunked.n_chunks) == (3, 3)
     assert np.all(chunked.successful)
-    whole = run(mech, batch)
+    whole = run(mech, batch, vectorize=True)  # chunked runs lax.map on CPU; this one vmaps
     assert (whole.chunk_size, whole.n_chunks) == (B, 1)
     for field in FIELDS:
         a, b = getattr(chunked.solutions, field), getattr(whole.solutions, field)
