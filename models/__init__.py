@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import chain, fourbar, pendulum, slider_crank
+from . import chain, fourbar, mcpherson, pendulum, slider_crank
 
 
 def _pendulum():
@@ -31,6 +31,11 @@ def _slider_crank(driven=False):
     return (mech, *slider_crank.initial_state(mech))
 
 
+def _mcpherson(redundant=False):
+    mech = mcpherson.mcpherson(redundant)
+    return (mech, *mcpherson.initial_state(mech))
+
+
 def _chain(n_links=5):
     mech = chain.chain(n_links)
     return (mech, *chain.initial_state(mech))
@@ -44,4 +49,6 @@ MODELS: dict[str, Callable] = {
     "slider-crank": _slider_crank,
     "slider-crank-driven": lambda: _slider_crank(driven=True),
     "chain": _chain,
+    "mcpherson-simplified": _mcpherson,
+    "mcpherson-redundant": lambda: _mcpherson(redundant=True),
 }
