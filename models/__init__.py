@@ -8,7 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import chain, fourbar, fourbar_relative, mobile_robot, pendulum, platform, slider_crank
+from . import (
+    chain,
+    fourbar,
+    fourbar_relative,
+    mcpherson,
+    mobile_robot,
+    pendulum,
+    platform,
+    slider_crank,
+)
 
 
 def _pendulum():
@@ -46,6 +55,11 @@ def _platform(coordinates="absolute"):
     return (mech, *platform.initial_state(mech))
 
 
+def _mcpherson(redundant=False):
+    mech = mcpherson.mcpherson(redundant)
+    return (mech, *mcpherson.initial_state(mech))
+
+
 def _chain(n_links=5):
     mech = chain.chain(n_links)
     return (mech, *chain.initial_state(mech))
@@ -64,4 +78,6 @@ MODELS: dict[str, Callable] = {
     "platform": _platform,
     "platform-particles": lambda: _platform("particles"),
     "platform-joint": lambda: _platform("joint"),
+    "mcpherson-simplified": _mcpherson,
+    "mcpherson-redundant": lambda: _mcpherson(redundant=True),
 }

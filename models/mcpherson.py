@@ -167,7 +167,6 @@ def _ground(name: str):
     return lambda p: p["hardpoints"][name]
 
 
-INDEX = {name: i for i, name in enumerate(BODIES)}
 ARM, STRUT, ROD, TIE_ROD, RACK = range(5)
 Y_LOCAL, Z_LOCAL = FRAME.T @ np.array([0.0, 1.0, 0.0]), FRAME.T @ np.array([0.0, 0.0, 1.0])
 
