@@ -26,18 +26,8 @@ AGREE = 1e-8
 
 
 def run(mech, q0, qd0):
-    # No stabilisation: at this tolerance the drift is negligible, and the compiled program
-    # is half the size (these tests compare dynamics, not stabilisation).
     return jaxmbs.simulate(
-        mech,
-        q0,
-        qd0,
-        (0.0, T),
-        saveat=TS,
-        rtol=TOL,
-        atol=TOL,
-        solver=diffrax.Dopri8(),
-        stabilization="none",
+        mech, q0, qd0, (0.0, T), saveat=TS, rtol=TOL, atol=TOL, solver=diffrax.Dopri8()
     )
 
 

@@ -88,8 +88,10 @@ def test_energy_balance(solutions):
 
 
 def test_gradient_wrt_platform_mass(mechanisms):
-    """d(platform position at 1 s)/d(platform mass), forward mode vs central differences."""
-    mech = mechanisms["joint"]
+    """d(platform position at 1 s)/d(platform mass), forward mode vs central differences.
+
+    In particle coordinates the mass enters through the particle masses of eq 2.1."""
+    mech = mechanisms["particles"]
     q0, qd0 = pf.initial_state(mech)
 
     def final_position(mass):
