@@ -1,7 +1,9 @@
 """Batch and gradient benchmarks (ratios measured in one run; DESIGN §8).
 
 1. Throughput: `jaxmbs.monte_carlo` over B four-bar trajectories (1 s, rtol = atol = 1e-8,
-   crank speeds spread over ±4 rad/s) against a loop of single jitted `simulate` runs.
+   crank speeds spread over ±4 rad/s), samples one after another in one compiled chunk
+   (`vectorize=False`, "map") and vmapped ("vmap"), against a Python loop of single jitted
+   `simulate` runs.
 2. Gradient cost: reverse mode (`jax.grad`, RecursiveCheckpointAdjoint) and forward mode
    (`jax.jacfwd` with `diffrax.ForwardMode`) of the final crank angle w.r.t. k parameters,
    as multiples of one forward simulation; compile times.
@@ -12,8 +14,8 @@
 
     python benchmarks/batch.py [--sizes 1,64,1024,8192] [--max-chunk 128]
 
-On CPU, chunks above ~128 samples occasionally deadlocked in jaxlib 0.10.2 (batched LAPACK
-kernels waiting on each other in XLA's thread pool), hence `--max-chunk`.
+On CPU, vmapped chunks of 128 and more samples occasionally deadlocked in jaxlib 0.10.2
+(batched LAPACK kernels waiting on each other in XLA's thread pool), hence `--max-chunk`.
 """
 
 from __future__ import annotations
@@ -77,42 +79,49 @@ def throughput(sizes, max_chunk):
         f"compile {compile_single:.1f} s; loop of {loop_n} runs, per-run time extrapolated)"
     )
     print(
-        "| B | chunk | first call (compile) [s] | steady [s] | per trajectory [ms] | "
+        "| B | mode | chunk | first call (compile) [s] | steady [s] | per trajectory [ms] | "
         "trajectories/s | speed-up vs loop |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for size in sizes:
         batch = {"qd0": speeds(size)[:, None] * unit_qd[None]}
-        chunk = min(size, max_chunk) if max_chunk else size
+        modes = [] if on_gpu() else [("map", False, size)]
+        modes.append(("vmap", True, min(size, max_chunk) if max_chunk else size))
+        for mode, vectorize, chunk in modes:
 
-        def run(batch=batch, chunk=chunk):
-            return jaxmbs.monte_carlo(
-                mech,
-                batch,
-                (0.0, T1),
-                q0=q0,
-                chunk_size=chunk,
-                rtol=TOL,
-                atol=TOL,
-                keep_solutions=False,
+            def run(batch=batch, chunk=chunk, vectorize=vectorize):
+                return jaxmbs.monte_carlo(
+                    mech,
+                    batch,
+                    (0.0, T1),
+                    q0=q0,
+                    chunk_size=chunk,
+                    rtol=TOL,
+                    atol=TOL,
+                    keep_solutions=False,
+                    vectorize=vectorize,
+                )
+
+            start = time.perf_counter()
+            run()
+            first = time.perf_counter() - start
+            repeats = 3 if size <= 1024 else 1
+            times = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                out = run()
+                times.append(time.perf_counter() - start)
+            steady = float(np.median(times))
+            assert np.all(out.successful)
+            per = steady / size
+            print(
+                f"| {size} | {mode} | {out.chunk_size} | {first:.1f} | {steady:.3f} | "
+                f"{per * 1e3:.2f} | {1 / per:.0f} | {per_single / per:.2f}× |"
             )
 
-        start = time.perf_counter()
-        run()
-        first = time.perf_counter() - start
-        repeats = 3 if size <= 1024 else 1
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            out = run()
-            times.append(time.perf_counter() - start)
-        steady = float(np.median(times))
-        assert np.all(out.successful)
-        per = steady / size
-        print(
-            f"| {size} | {chunk} | {first:.1f} | {steady:.3f} | {per * 1e3:.2f} | "
-            f"{1 / per:.0f} | {per_single / per:.2f}× |"
-        )
+
+def on_gpu() -> bool:
+    return jax.default_backend() == "gpu"
 
 
 def gradient_cost(ks=(1, 2, 4)):
@@ -193,7 +202,7 @@ def chunk_memory(size, chunks):
         t_span = (jnp.asarray(0.0, dtype), jnp.asarray(T1, dtype))
         kwargs = {"rtol": TOL, "atol": TOL}
         compiled = _run_chunk.lower(
-            kernel, part, shared, t_span, jnp.asarray(saveat), kwargs, None, True, mesh
+            kernel, part, shared, t_span, jnp.asarray(saveat), kwargs, None, True, mesh, False
         ).compile()
         mem = compiled.memory_analysis()
         mb = 1 / 2**20
@@ -238,12 +247,14 @@ def gpu_section(sizes):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1,64,1024,8192")
-    parser.add_argument("--max-chunk", type=int, default=None, help="default: 128 on CPU")
+    parser.add_argument(
+        "--max-chunk", type=int, default=None, help="vmapped chunk limit (default: 64 on CPU)"
+    )
     parser.add_argument("--sections", default="1,2,3,4")
     parser.add_argument("--gpu-sizes", default="1000,10000,100000")
     args = parser.parse_args(argv)
     on_gpu = jax.default_backend() == "gpu"
-    max_chunk = args.max_chunk if args.max_chunk is not None else (0 if on_gpu else 128)
+    max_chunk = args.max_chunk if args.max_chunk is not None else (0 if on_gpu else 64)
     sections = {int(s) for s in args.sections.split(",")}
     print(f"jax {jax.__version__}, backend {jax.default_backend()}, {jax.device_count()} device(s)")
     if 1 in sections:
