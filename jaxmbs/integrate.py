@@ -240,6 +240,7 @@ def simulate(
     atol: float | Array = 1e-8,
     saveat: ArrayLike | None = None,
     solver: diffrax.AbstractSolver | None = None,
+    stepsize_controller: diffrax.AbstractStepSizeController | None = None,
     params: Params | None = None,
     dt0: float | None = None,
     max_steps: int = 100_000,
@@ -264,6 +265,8 @@ def simulate(
       reuse one compilation across tolerances inside `jax.jit`).
     - `saveat`: output times (None: t1 only).
     - `solver`: a diffrax solver (default `diffrax.Tsit5()`).
+    - `stepsize_controller`: a diffrax step-size controller (default
+      `diffrax.PIDController(rtol=rtol, atol=atol)`; when given, `rtol` and `atol` are unused).
     - `params`: parameters replacing `mechanism.params` (convenient for `jax.grad`).
     - `dt0`: initial step (None: chosen automatically).
     - `max_steps`: step limit.
@@ -290,10 +293,13 @@ def simulate(
         formulation=get_formulation(method),
         stabilization=get_stabilization(stabilization),
         solver=diffrax.Tsit5() if solver is None else solver,
+        controller=(
+            diffrax.PIDController(rtol=rtol, atol=atol)
+            if stepsize_controller is None
+            else stepsize_controller
+        ),
         adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
         progress_meter=diffrax.NoProgressMeter() if progress_meter is None else progress_meter,
-        rtol=rtol,
-        atol=atol,
         dt0=dt0,
         max_steps=max_steps,
         consistency_tol=consistency_tol,
@@ -313,12 +319,9 @@ class _Options(eqx.Module):
     formulation: AbstractFormulation
     stabilization: AbstractStabilization
     solver: diffrax.AbstractSolver
+    controller: diffrax.AbstractStepSizeController
     adjoint: diffrax.AbstractAdjoint
     progress_meter: diffrax.AbstractProgressMeter
-    # Not static: a tolerance given as an array is traced, so a sweep over tolerances reuses
-    # one compilation (Python floats are still baked in by filter_jit).
-    rtol: float | Array
-    atol: float | Array
     dt0: float | None = eqx.field(static=True)
     max_steps: int = eqx.field(static=True)
     consistency_tol: float = eqx.field(static=True)
@@ -406,7 +409,7 @@ def _solve(mechanism, structure, q0, qd0, t0, t1, saveat, options: _Options) -> 
         y0,
         args=(params, ok),
         saveat=diffrax.SaveAt(t1=True) if saveat is None else diffrax.SaveAt(ts=saveat),
-        stepsize_controller=diffrax.PIDController(rtol=options.rtol, atol=options.atol),
+        stepsize_controller=options.controller,
         max_steps=options.max_steps,
         adjoint=options.adjoint,
         event=(

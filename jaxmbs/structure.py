@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .kinematics import constraint_jacobian
+from .sparsity import Sparsity, detect_sparsity
 
 if TYPE_CHECKING:
     from .mechanism import Mechanism
@@ -46,6 +47,7 @@ class Structure:
     - `smallest_pivot`: the smallest accepted pivot relative to the largest (a conditioning hint).
     - `dependent_coordinates`: r coordinates u whose columns of the independent rows, Φ_u,
       are best conditioned at the analysed configuration (column pivoting; sorted).
+    - `sparsity`: structural non-zeros of C and M ([`jaxmbs.Sparsity`][]), or None.
     """
 
     n: int
@@ -57,6 +59,7 @@ class Structure:
     independent_holonomic_rows: tuple[int, ...]
     smallest_pivot: float
     dependent_coordinates: tuple[int, ...] = ()
+    sparsity: Sparsity | None = None
 
     @property
     def n_constraints(self) -> int:
@@ -124,7 +127,9 @@ def pivoted_row_selection(
     return chosen, out, pivots
 
 
-def analyze_structure(mechanism: Mechanism, q, t: float = 0.0, params=None) -> Structure:
+def analyze_structure(
+    mechanism: Mechanism, q, t: float = 0.0, params=None, *, sparsity: bool = True
+) -> Structure:
     """Analyse rank and redundancy of the constraint Jacobian at a concrete configuration.
 
     **Arguments:**
@@ -133,6 +138,8 @@ def analyze_structure(mechanism: Mechanism, q, t: float = 0.0, params=None) -> S
     - `q`: a concrete configuration, preferably assembled and away from singular positions.
     - `t`: time (rheonomic constraints).
     - `params`: parameters (default: the mechanism's own).
+    - `sparsity`: also detect the sparsity patterns of C and M (compressed Jacobians and the
+      `"banded"` formulation use them).
 
     **Returns:** a [`jaxmbs.Structure`][].
     """
@@ -175,4 +182,5 @@ def analyze_structure(mechanism: Mechanism, q, t: float = 0.0, params=None) -> S
         independent_holonomic_rows=tuple(sorted(hol)),
         smallest_pivot=min(pivots) / max(pivots) if pivots else 1.0,
         dependent_coordinates=tuple(sorted(dependent)),
+        sparsity=detect_sparsity(mechanism, q, t, params) if sparsity else None,
     )

@@ -29,6 +29,12 @@ def rotation(phi) -> Array:
     return jnp.array([[c, -s], [s, c]])
 
 
+def rotate(phi, v) -> Array:
+    """A(φ) v, written elementwise (no matrix product) so that XLA fuses it with its users."""
+    c, s = jnp.cos(phi), jnp.sin(phi)
+    return jnp.stack([c * v[0] - s * v[1], s * v[0] + c * v[1]])
+
+
 def angle(q, body: int | None) -> Array:
     """Angle φ of a body (0 for ground)."""
     return jnp.zeros((), q.dtype) if body is None else q[3 * body + 2]
@@ -38,7 +44,7 @@ def point(q, body: int | None, local) -> Array:
     """Global position of a point given in the body's local frame (ground: global)."""
     if body is None:
         return local
-    return q[3 * body : 3 * body + 2] + rotation(q[3 * body + 2]) @ local
+    return q[3 * body : 3 * body + 2] + rotate(q[3 * body + 2], local)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,7 +99,7 @@ class Translational:
     holonomic: bool = dataclasses.field(default=True, init=False)
 
     def __call__(self, t, q, p) -> Array:
-        axis = rotation(angle(q, self.body_i)) @ value(self.axis_i, p)
+        axis = rotate(angle(q, self.body_i), value(self.axis_i, p))
         normal = jnp.array([-axis[1], axis[0]]) / jnp.linalg.norm(axis)
         d = point(q, self.body_j, value(self.point_j, p)) - point(
             q, self.body_i, value(self.point_i, p)
@@ -176,7 +182,7 @@ class KnifeEdge:
 
     def normal(self, q, p) -> Array:
         """Unit normal n of the blade in global axes (the blade axis turned by +90°)."""
-        axis = rotation(angle(q, self.body)) @ value(self.axis, p)
+        axis = rotate(angle(q, self.body), value(self.axis, p))
         return jnp.array([-axis[1], axis[0]]) / jnp.linalg.norm(axis)
 
     def __call__(self, t, q, qd, p) -> Array:

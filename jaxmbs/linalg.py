@@ -1,0 +1,175 @@
+"""Small, batch-friendly dense kernels and a block-tridiagonal Cholesky solver.
+
+Two costs dominate small dense linear algebra on CPU: the fixed price of each LAPACK call
+(and, under `jax.vmap`, one call after another per matrix), and the launch of each separate
+XLA kernel inside a loop. The kernels here unroll a w×w factorisation into scalar arithmetic
+on arrays of the batch shape, so XLA fuses a whole factorisation or solve into one
+elementwise kernel that is vectorised across any leading (batch) axes. That pays for
+w ≤ `MAX_BLOCK` (O(w³) unrolled operations); larger matrices go to LAPACK.
+
+Shapes: matrices `(..., w, w)`, right-hand sides `(..., w, k)`.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+
+from ._types import Array
+from .sparsity import MAX_BLOCK
+
+Entries = list  # a w×w matrix as nested lists of arrays of the batch shape (None: zero)
+
+
+def _unpack(A: Array, trailing: bool = False) -> Entries:
+    """Entries of (..., w, w) matrices; `trailing` keeps a unit axis to meet (..., k) vectors."""
+    w = A.shape[-1]
+    if trailing:
+        return [[A[..., i, j, None] for j in range(w)] for i in range(A.shape[-2])]
+    return [[A[..., i, j] for j in range(w)] for i in range(A.shape[-2])]
+
+
+def _pack(a: Entries, like: Array) -> Array:
+    zero = jnp.zeros_like(like)
+    rows = [jnp.stack([zero if x is None else x for x in row], axis=-1) for row in a]
+    return jnp.stack(rows, axis=-2)
+
+
+def _cholesky(a: Entries) -> Entries:
+    """Lower factor entry by entry: L_jj = √(a_jj − Σ_k L_jk²),
+    L_ij = (a_ij − Σ_k L_ik L_jk) / L_jj."""
+    w = len(a)
+    L: Entries = [[None] * w for _ in range(w)]
+    for j in range(w):
+        s = a[j][j]
+        for k in range(j):
+            s = s - L[j][k] * L[j][k]
+        L[j][j] = jnp.sqrt(s)
+        inverse = 1.0 / L[j][j]
+        for i in range(j + 1, w):
+            s = a[i][j]
+            for k in range(j):
+                s = s - L[i][k] * L[j][k]
+            L[i][j] = s * inverse
+    return L
+
+
+def _solve_lower(L: Entries, b: list) -> list:
+    """Forward substitution L x = b (b: a list of w arrays)."""
+    x: list = []
+    for i in range(len(L)):
+        s = b[i]
+        for k in range(i):
+            s = s - L[i][k] * x[k]
+        x.append(s / L[i][i])
+    return x
+
+
+def _solve_lower_transpose(L: Entries, b: list) -> list:
+    """Back substitution Lᵀ x = b."""
+    w = len(L)
+    x: list = [None] * w
+    for i in reversed(range(w)):
+        s = b[i]
+        for k in range(i + 1, w):
+            s = s - L[k][i] * x[k]
+        x[i] = s / L[i][i]
+    return x
+
+
+def cholesky(A: Array) -> Array:
+    """Lower Cholesky factor L of symmetric positive definite matrices, A = L Lᵀ."""
+    if A.shape[-1] > MAX_BLOCK:
+        return jnp.linalg.cholesky(A)
+    return _pack(_cholesky(_unpack(A)), A[..., 0, 0])
+
+
+def solve_lower(L: Array, B: Array) -> Array:
+    """X with L X = B for lower-triangular L."""
+    if L.shape[-1] > MAX_BLOCK:
+        return jsl.solve_triangular(L, B, lower=True)
+    b = [B[..., i, :] for i in range(B.shape[-2])]
+    return jnp.stack(_solve_lower(_unpack(L, trailing=True), b), axis=-2)
+
+
+def solve_lower_transpose(L: Array, B: Array) -> Array:
+    """X with Lᵀ X = B for lower-triangular L."""
+    if L.shape[-1] > MAX_BLOCK:
+        return jsl.solve_triangular(L, B, lower=True, trans="T")
+    b = [B[..., i, :] for i in range(B.shape[-2])]
+    return jnp.stack(_solve_lower_transpose(_unpack(L, trailing=True), b), axis=-2)
+
+
+def gram(A: Array, B: Array) -> Array:
+    """A Bᵀ as an elementwise product and sum (vectorises over leading axes)."""
+    return jnp.sum(A[..., :, None, :] * B[..., None, :, :], axis=-1)
+
+
+def _transpose(A: Array) -> Array:
+    return jnp.swapaxes(A, -1, -2)
+
+
+def block_tridiagonal_solve(D: Array, E: Array, b: Array) -> Array:
+    """Solve A x = b for a symmetric positive definite block-tridiagonal A.
+
+    **Arguments:**
+
+    - `D`: diagonal blocks A[k, k], shape (nb, w, w).
+    - `E`: sub-diagonal blocks A[k+1, k], shape (nb, w, w) (the last one is not used).
+    - `b`: right-hand side in blocks, shape (nb, w).
+
+    Block cyclic reduction: the odd-numbered blocks are eliminated all at once (a batch of
+    Cholesky factorisations L_o of their diagonal blocks), which leaves a block-tridiagonal
+    Schur complement on the even-numbered blocks,
+
+        D'_t = D_2t − W_lᵀW_l (odd 2t+1) − W_rᵀW_r (odd 2t−1),   A'[t+1, t] = −W_rᵀ W_l,
+
+    with W_l = L_o⁻¹ A[odd, left], W_r = L_o⁻¹ A[odd, right]; the recursion halves nb until
+    one block is left, and the odd unknowns follow by back substitution. This is Cholesky in
+    odd–even order: as stable, O(nb w³) work, but only O(log nb) sequential steps, each one
+    vectorised over the blocks (and over a vmapped batch).
+
+    **Returns:** x in blocks, shape (nb, w).
+    """
+    nb, w = b.shape[-2:]
+    if nb == 1:
+        if w > MAX_BLOCK:
+            return jsl.cho_solve((jnp.linalg.cholesky(D[0]), True), b[0])[None]
+        L = cholesky(D[0])
+        return solve_lower_transpose(L, solve_lower(L, b[0][:, None]))[None, :, 0]
+    if w > MAX_BLOCK:
+        raise ValueError(f"blocks larger than {MAX_BLOCK} must come as one block")
+    n_odd = nb // 2
+    E = E.at[nb - 1].set(0.0)  # no coupling beyond the last block
+    L_o = cholesky(D[1::2])
+    left, right = E[0::2][:n_odd], _transpose(E[1::2][:n_odd])  # A[odd, 2t], A[odd, 2t+2]
+    W = solve_lower(L_o, jnp.concatenate([left, right, b[1::2, :, None]], axis=-1))
+    W_l, W_r, w_b = W[..., :w], W[..., w : 2 * w], W[..., 2 * w]
+    zero = jnp.zeros((1, w, w), D.dtype)
+    D_even = (
+        D[0::2]
+        - jnp.concatenate([gram(_transpose(W_l), _transpose(W_l)), zero])[: nb - n_odd]
+        - jnp.concatenate([zero, gram(_transpose(W_r), _transpose(W_r))])[: nb - n_odd]
+    )
+    E_even = jnp.concatenate([-gram(_transpose(W_r), _transpose(W_l)), zero])[: nb - n_odd]
+    b_l = jnp.sum(W_l * w_b[..., None], axis=-2)  # W_lᵀ w_b
+    b_r = jnp.sum(W_r * w_b[..., None], axis=-2)
+    zero_b = jnp.zeros((1, w), b.dtype)
+    b_even = (
+        b[0::2]
+        - jnp.concatenate([b_l, zero_b])[: nb - n_odd]
+        - jnp.concatenate([zero_b, b_r])[: nb - n_odd]
+    )
+    x_even = block_tridiagonal_solve(D_even, E_even, b_even)
+    x_right = jnp.concatenate([x_even[1:], zero_b])[:n_odd]
+    rhs = w_b - jnp.sum(W_l * x_even[:n_odd, None, :], axis=-1)
+    rhs = rhs - jnp.sum(W_r * x_right[:, None, :], axis=-1)
+    x_odd = solve_lower_transpose(L_o, rhs[..., None])[..., 0]
+    return _interleave(x_even, x_odd)
+
+
+def _interleave(x_even: Array, x_odd: Array) -> Array:
+    """Blocks 0, 2, 4, … and 1, 3, 5, … back in order."""
+    n_odd = x_odd.shape[0]
+    pairs = jnp.stack([x_even[:n_odd], x_odd], axis=1).reshape(2 * n_odd, *x_odd.shape[1:])
+    return jnp.concatenate([pairs, x_even[n_odd:]])

@@ -1,0 +1,273 @@
+"""Structural sparsity of C and M, compressed Jacobians, and the band plan of C M⁻¹ Cᵀ.
+
+Joints couple few bodies, so the constraint Jacobian C (Wojtyra–Frączek 2013, eqs 1–9) has a
+handful of non-zeros per row and, for planar and spatial bodies, M is (block-)diagonal. Both
+patterns are properties of the model, not of the state: they are detected once, outside jit,
+next to the rank analysis of [`jaxmbs.Structure`][], and used as static data:
+
+- **Compressed Jacobian.** Columns of C that never share a row are structurally orthogonal and
+  can be probed by one Jacobian-vector product (Curtis–Powell–Reid column grouping): a greedy
+  colouring of the column intersection graph needs 4 products for a planar chain of any
+  length instead of n.
+- **Band plan.** With M = L Lᵀ block-diagonal, G = C_I L⁻ᵀ keeps the sparsity of C and the
+  Schur complement A = C_I M⁻¹ C_Iᵀ = G Gᵀ of the augmented system (Pękal–Frączek 2016,
+  eq 2.5; the matrix of the Wang–Huston form, eq 3.41) is banded once its rows are put in
+  reverse Cuthill–McKee order. The plan holds the static index maps that let
+  `jaxmbs.linalg` factorise A block-tridiagonally, gathering only the columns each block of
+  rows touches, so a chain costs O(n) per evaluation.
+
+Patterns are detected numerically at a few random states around the reference configuration,
+with randomly perturbed parameters, so an entry that is zero only at particular parameter
+values (a joint at a body's centre of mass) is still counted as a structural non-zero.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._types import Array
+
+if TYPE_CHECKING:
+    from .mechanism import Mechanism
+    from .structure import Structure
+
+#: Number of random states at which the patterns are sampled.
+SAMPLES = 3
+
+#: Largest block of M or of the band handled by unrolled kernels (beyond: LAPACK).
+MAX_BLOCK = 16
+
+
+def _rows(pattern: np.ndarray) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(int(j) for j in np.flatnonzero(row)) for row in pattern)
+
+
+def _to_array(rows: tuple[tuple[int, ...], ...], width: int) -> np.ndarray:
+    out = np.zeros((len(rows), width), dtype=bool)
+    for i, cols in enumerate(rows):
+        out[i, list(cols)] = True
+    return out
+
+
+def greedy_colouring(pattern: np.ndarray) -> np.ndarray:
+    """Colours of the columns of a boolean (k, n) pattern such that no row has two non-zeros
+    of one colour (greedy, columns taken in order of decreasing degree)."""
+    k, n = pattern.shape
+    conflict = (pattern.T.astype(np.int64) @ pattern.astype(np.int64)) > 0
+    colours = np.full(n, -1)
+    for j in sorted(range(n), key=lambda j: -int(pattern[:, j].sum())):
+        taken = set(colours[conflict[j] & (colours >= 0)].tolist())
+        colours[j] = next(c for c in range(n) if c not in taken)
+    return colours
+
+
+@dataclasses.dataclass(frozen=True)
+class Sparsity:
+    """Structural non-zeros of the constraint Jacobian C and of the mass matrix M.
+
+    **Fields:**
+
+    - `n`: number of coordinates.
+    - `jacobian`: for each row of C = [Φ_q ; A], the columns that can be non-zero.
+    - `mass`: for each row of M, the columns that can be non-zero (the diagonal always).
+    - `colours`: a colour per column of C; columns of one colour never share a row.
+    """
+
+    n: int
+    jacobian: tuple[tuple[int, ...], ...]
+    mass: tuple[tuple[int, ...], ...]
+    colours: tuple[int, ...]
+
+    @property
+    def n_colours(self) -> int:
+        """Number of Jacobian-vector products that give C."""
+        return max(self.colours, default=-1) + 1
+
+    @property
+    def jacobian_pattern(self) -> np.ndarray:
+        """Boolean (m + h, n) pattern of C."""
+        return _to_array(self.jacobian, self.n)
+
+    @property
+    def mass_pattern(self) -> np.ndarray:
+        """Boolean (n, n) pattern of M."""
+        return _to_array(self.mass, self.n)
+
+    def compressed_jacobian(self, fn: Callable[[Array], Array], x: Array) -> Array:
+        """Jacobian of `fn` at `x` (pattern `jacobian`) from `n_colours` Jacobian-vector
+        products along the colour groups: C[i, j] = (C s_colour(j))[i] on the pattern."""
+        colours = np.asarray(self.colours, dtype=int)
+        seeds = (colours[None, :] == np.arange(self.n_colours)[:, None]).astype(x.dtype)
+        _, probes = jax.vmap(lambda v: jax.jvp(fn, (x,), (v,)))(jnp.asarray(seeds))
+        return jnp.where(self.jacobian_pattern, probes.T[:, colours], 0.0)
+
+
+def _perturbed(leaf, rng: np.random.Generator):
+    x = np.asarray(leaf, dtype=float)
+    noise = rng.standard_normal(x.shape)
+    return x * (1.0 + 0.1 * noise) + 0.01 * rng.standard_normal(x.shape)
+
+
+def detect_sparsity(mechanism: Mechanism, q, t: float = 0.0, params=None) -> Sparsity:
+    """Sample the patterns of C and M at `SAMPLES` random states near the concrete `q`.
+
+    Coordinates, time and every parameter leaf are perturbed randomly (fixed seed), so
+    non-zeros that vanish at the reference state or at the given parameter values are found.
+    Non-finite entries count as non-zero (conservative).
+    """
+    from .kinematics import velocity_residual
+
+    params = mechanism.params if params is None else params
+    rng = np.random.default_rng(20260)
+    q = np.asarray(q, dtype=float)
+    leaves, treedef = jax.tree_util.tree_flatten(params)
+    n = mechanism.n
+
+    def sample(t_, q_, p_):
+        C = jax.jacfwd(lambda qd: velocity_residual(mechanism, t_, q_, qd, p_))(jnp.zeros_like(q_))
+        return C, mechanism.mass_matrix(q_, p_)
+
+    q_s = q + 0.1 * (1.0 + np.abs(q)) * rng.standard_normal((SAMPLES, n))
+    t_s = float(t) + rng.uniform(size=SAMPLES)
+    p_s = [np.stack([_perturbed(x, rng) for _ in range(SAMPLES)]) for x in leaves]
+    p_s = jax.tree_util.tree_unflatten(treedef, p_s)
+    C, M = (np.asarray(a) for a in jax.vmap(sample)(t_s, q_s, p_s))
+    C_pattern = np.any((C != 0) | ~np.isfinite(C), axis=0)
+    M_pattern = np.any((M != 0) | ~np.isfinite(M), axis=0) | np.eye(n, dtype=bool)
+    M_pattern |= M_pattern.T
+    return Sparsity(
+        n=n,
+        jacobian=_rows(C_pattern),
+        mass=_rows(M_pattern),
+        colours=tuple(int(c) for c in greedy_colouring(C_pattern)),
+    )
+
+
+def reverse_cuthill_mckee(adjacency: np.ndarray) -> np.ndarray:
+    """Reverse Cuthill–McKee ordering of a symmetric boolean adjacency matrix: breadth-first
+    from a low-degree node, neighbours by increasing degree, reversed (a small bandwidth)."""
+    size = adjacency.shape[0]
+    adjacency = adjacency & ~np.eye(size, dtype=bool)
+    degree = adjacency.sum(axis=1)
+    order: list[int] = []
+    seen = np.zeros(size, dtype=bool)
+    while len(order) < size:
+        start = min(np.flatnonzero(~seen), key=lambda i: (degree[i], i))
+        seen[start] = True
+        queue = [int(start)]
+        while queue:
+            node = queue.pop(0)
+            order.append(node)
+            fresh = [int(j) for j in np.flatnonzero(adjacency[node] & ~seen)]
+            fresh.sort(key=lambda j: (degree[j], j))
+            seen[fresh] = True
+            queue.extend(fresh)
+    return np.asarray(order[::-1], dtype=int)
+
+
+def _components(pattern: np.ndarray) -> list[list[int]]:
+    """Connected components of a symmetric boolean pattern, each sorted, by first index."""
+    size = pattern.shape[0]
+    label = np.full(size, -1)
+    out = []
+    for i in range(size):
+        if label[i] >= 0:
+            continue
+        stack, members = [i], []
+        label[i] = len(out)
+        while stack:
+            node = stack.pop()
+            members.append(node)
+            for j in np.flatnonzero(pattern[node] & (label < 0)):
+                label[j] = len(out)
+                stack.append(int(j))
+        out.append(sorted(members))
+    return out
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class BandPlan:
+    """Static index maps for the block-tridiagonal factorisation of A = G Gᵀ, G = C_R L⁻ᵀ.
+
+    Out-of-range indices (the number of constraint rows, n, or the number of M-blocks) mark
+    padding and gather zeros.
+
+    **Fields:**
+
+    - `rows`: (nb, w) constraint rows of each block of A, in reverse Cuthill–McKee order.
+    - `padded`: (nb, w) true for padding rows (identity on A's diagonal).
+    - `mass_blocks`: (nMb, b) coordinates of each diagonal block of M (padded).
+    - `windows`: (nb, Wb) the M-blocks that the rows of blocks k and k+1 touch.
+    - `columns`: (nb, Wb, b) their coordinates.
+    - `block_of`, `slot_of`: for each coordinate, its M-block and position in it.
+    """
+
+    rows: np.ndarray
+    padded: np.ndarray
+    mass_blocks: np.ndarray
+    windows: np.ndarray
+    columns: np.ndarray
+    block_of: np.ndarray
+    slot_of: np.ndarray
+
+
+@functools.lru_cache(maxsize=64)
+def band_plan(sparsity: Sparsity, rows: tuple[int, ...]) -> BandPlan:
+    """The band plan of A = C_R M⁻¹ C_Rᵀ for the constraint rows R = `rows` (independent)."""
+    n, r, k = sparsity.n, len(rows), len(sparsity.jacobian)
+    blocks = _components(sparsity.mass_pattern)
+    b = max(len(c) for c in blocks)
+    mass_blocks = np.full((len(blocks) + 1, b), n)  # the last one: a padding block
+    block_of, slot_of = np.zeros(n, dtype=int), np.zeros(n, dtype=int)
+    for i, cols in enumerate(blocks):
+        mass_blocks[i, : len(cols)] = cols
+        block_of[cols], slot_of[cols] = i, np.arange(len(cols))
+    # Which M-blocks each constraint row touches (G = C L⁻ᵀ fills whole blocks).
+    touches = np.zeros((r + 1, len(blocks)), dtype=bool)
+    jac = sparsity.jacobian_pattern[list(rows)]
+    for i in range(r):
+        touches[i, block_of[jac[i]]] = True
+    adjacency = (touches[:r].astype(np.int64) @ touches[:r].T.astype(np.int64)) > 0
+    order = reverse_cuthill_mckee(adjacency)
+    position = np.empty(r, dtype=int)
+    position[order] = np.arange(r)
+    i, j = np.nonzero(adjacency)
+    w = max(1, int(np.max(np.abs(position[i] - position[j]), initial=0)))
+    if 2 * w >= r or w > MAX_BLOCK:  # hardly banded: one dense block
+        w = max(r, 1)
+    nb = -(-r // w) if r else 1
+    local = np.full(nb * w, r)  # positions among `rows`; r marks padding
+    local[:r] = order
+    local = local.reshape(nb, w)
+    window_sets = [
+        np.flatnonzero(touches[local[q : q + 2].reshape(-1)].any(axis=0)) for q in range(nb)
+    ]
+    windows = np.full((nb, max(1, max(len(s) for s in window_sets))), len(blocks))
+    for q, s in enumerate(window_sets):
+        windows[q, : len(s)] = s
+    return BandPlan(
+        rows=np.append(np.asarray(rows, dtype=int), k)[local],
+        padded=local == r,
+        mass_blocks=mass_blocks[:-1],
+        windows=windows,
+        columns=mass_blocks[windows],
+        block_of=block_of,
+        slot_of=slot_of,
+    )
+
+
+def structure_band_plan(structure: Structure) -> BandPlan:
+    """Band plan of the independent rows of a structure (needs its `sparsity`)."""
+    if structure.sparsity is None:
+        raise ValueError(
+            "the banded formulation needs the structure's sparsity pattern; analyse the "
+            "structure with jaxmbs.analyze_structure (detect_sparsity=True, the default)"
+        )
+    return band_plan(structure.sparsity, structure.independent_rows)
