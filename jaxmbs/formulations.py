@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
 
-from . import linalg
+from . import banded
 from . import nullspace as ns
 from ._types import Array, ConstraintJacobian, ConstraintVector, GeneralizedForces, MassMatrix
 from .sparsity import structure_band_plan
@@ -68,11 +68,6 @@ def reaction_multipliers(C: ConstraintJacobian, reaction: Array, structure: Stru
     C_i = independent_part(C, structure)
     lam_ind = jnp.linalg.solve(C_i @ C_i.T, C_i @ reaction)
     return expand_multipliers(C, lam_ind, structure)
-
-
-def _gather(x: Array, *index) -> Array:
-    """x[index] with out-of-range indices (padding) reading zero."""
-    return x.at[index].get(mode="fill", fill_value=0.0)
 
 
 class AbstractFormulation(eqx.Module):
@@ -359,51 +354,38 @@ class WangHuston(AbstractFactorizedFormulation):
 
 class BandedWangHuston(AbstractFormulation):
     """Wang–Huston range-space form (Pękal–Frączek 2016, eqs 3.40–3.41) on the independent
-    rows, with the structure's sparsity exploited:
+    rows, with the structure's sparsity exploited (`jaxmbs.banded`):
 
         M = L Lᵀ (block-diagonal),  G = C_I L⁻ᵀ,  (G Gᵀ) λ_I = G L⁻¹Q − Γ_I,
         q̈ = L⁻ᵀ (L⁻¹Q − Gᵀ λ_I).
 
-    G Gᵀ = C_I M⁻¹ C_Iᵀ is factorised block-tridiagonally in reverse Cuthill–McKee order
-    (`jaxmbs.sparsity.band_plan`, `jaxmbs.linalg.block_tridiagonal_solve`), gathering only the
-    columns each block of rows touches: O(n) per evaluation for chains, and small unrolled
-    kernels that vectorise under `jax.vmap`. Needs a positive definite M and a structure
-    analysed with its sparsity (the default); hardly banded systems become one dense block.
+    G Gᵀ = C_I M⁻¹ C_Iᵀ is one dense block for small systems and block-tridiagonal (reverse
+    Cuthill–McKee order, block cyclic reduction) for long chains: O(n) per evaluation. The
+    derivative is implicit, like `AbstractFactorizedFormulation`'s: differentiating
+    M q̈ + C_Iᵀλ_I = Q, C_I q̈ = Γ_I gives the same system for (q̈', λ_I') with right-hand
+    sides (dQ − dM q̈ − dC_Iᵀλ_I, dΓ_I − dC_I q̈), one more solve with the same factors.
+    Needs a positive definite, block-diagonal M (a dense M is one block) and a structure
+    analysed with its sparsity (the default).
     """
 
     name: ClassVar[str] = "banded"
 
     def _solve(self, M, Q, C, gamma, structure):
         plan = structure_band_plan(structure)
-        n, (nb, w), b = M.shape[0], plan.rows.shape, plan.mass_blocks.shape[1]
-        blocks = plan.mass_blocks
-        pad_slot = jnp.asarray((blocks == n)[:, :, None] * np.eye(b))
-        L_m = linalg.cholesky(_gather(M, blocks[:, :, None], blocks[:, None, :]) + pad_slot)
-        z = linalg.solve_lower(L_m, _gather(Q, blocks)[..., None])[..., 0]
-        if structure.rank == 0:
-            qdd = linalg.solve_lower_transpose(L_m, z[..., None])[..., 0]
-            return qdd[plan.block_of, plan.slot_of], jnp.zeros(C.shape[0], z.dtype)
-        # G = C L⁻ᵀ on the window of M-blocks of each block of rows (padding gathers zeros).
-        eye = jnp.eye(b, dtype=M.dtype)[None]
-        L_w = jnp.broadcast_to(
-            jnp.concatenate([L_m, eye])[plan.windows][:, None], (nb, w, plan.windows.shape[1], b, b)
-        )
 
-        def g(rows):
-            C_w = _gather(C, rows[:, :, None, None], plan.columns[:, None])  # (nb, w, Wb, b)
-            return linalg.solve_lower(L_w, C_w[..., None])[..., 0].reshape(nb, w, -1)
+        @jax.custom_jvp
+        def solve(M, Q, C, gamma):
+            return banded.solve(plan, banded.factor(plan, M, C), Q, gamma)
 
-        next_rows = np.concatenate([plan.rows[1:], np.full((1, w), C.shape[0])])
-        G, G_next = g(plan.rows), g(next_rows)
-        D = linalg.gram(G, G) + jnp.asarray(plan.padded[:, :, None] * np.eye(w))
-        z_w = jnp.concatenate([z, jnp.zeros((1, b), z.dtype)])[plan.windows].reshape(nb, -1)
-        rhs = jnp.sum(G * z_w[:, None, :], axis=-1) - _gather(gamma, plan.rows)
-        lam = linalg.block_tridiagonal_solve(D, linalg.gram(G_next, G), rhs)
-        G_t_lam = jnp.sum(G * lam[..., None], axis=1).reshape(nb, -1, b)
-        G_t_lam = jnp.zeros((blocks.shape[0] + 1, b), M.dtype).at[plan.windows].add(G_t_lam)
-        qdd = linalg.solve_lower_transpose(L_m, (z - G_t_lam[:-1])[..., None])[..., 0]
-        lam_all = jnp.zeros(C.shape[0], lam.dtype).at[plan.rows].set(lam, mode="drop")
-        return qdd[plan.block_of, plan.slot_of], lam_all
+        @solve.defjvp
+        def solve_jvp(primals, tangents):
+            (M, Q, C, gamma), (dM, dQ, dC, dgamma) = primals, tangents
+            factors = banded.factor(plan, M, C)
+            qdd, lam = banded.solve(plan, factors, Q, gamma)
+            d_Q = dQ - banded.mass_matvec(plan, dM, qdd) - dC.T @ lam
+            return (qdd, lam), banded.solve(plan, factors, d_Q, dgamma - dC @ qdd)
+
+        return solve(M, Q, C, gamma)
 
     def accelerations(self, M, Q, C, gamma, structure):
         return self._solve(M, Q, C, gamma, structure)[0]

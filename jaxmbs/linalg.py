@@ -12,6 +12,8 @@ Shapes: matrices `(..., w, w)`, right-hand sides `(..., w, k)`.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
@@ -109,63 +111,93 @@ def _transpose(A: Array) -> Array:
     return jnp.swapaxes(A, -1, -2)
 
 
-def block_tridiagonal_solve(D: Array, E: Array, b: Array) -> Array:
-    """Solve A x = b for a symmetric positive definite block-tridiagonal A.
+class BlockTridiagonalFactor(NamedTuple):
+    """Block cyclic reduction of a block-tridiagonal A (see `block_tridiagonal_factor`).
+
+    `levels` holds, per level, the Cholesky factors L_o of the odd-numbered diagonal blocks
+    and W_l = L_o⁻¹ A[odd, left], W_r = L_o⁻¹ A[odd, right]; `last` the factor of the
+    single block left at the end.
+    """
+
+    levels: tuple[tuple[Array, Array, Array], ...]
+    last: Array
+
+
+def block_tridiagonal_factor(D: Array, E: Array) -> BlockTridiagonalFactor:
+    """Factorise a symmetric positive definite block-tridiagonal A by block cyclic reduction.
 
     **Arguments:**
 
-    - `D`: diagonal blocks A[k, k], shape (nb, w, w).
+    - `D`: diagonal blocks A[k, k], shape (nb, w, w), w ≤ `MAX_BLOCK` unless nb = 1.
     - `E`: sub-diagonal blocks A[k+1, k], shape (nb, w, w) (the last one is not used).
-    - `b`: right-hand side in blocks, shape (nb, w).
 
-    Block cyclic reduction: the odd-numbered blocks are eliminated all at once (a batch of
-    Cholesky factorisations L_o of their diagonal blocks), which leaves a block-tridiagonal
-    Schur complement on the even-numbered blocks,
+    The odd-numbered blocks are eliminated all at once (a batch of Cholesky factorisations
+    L_o of their diagonal blocks), which leaves a block-tridiagonal Schur complement on the
+    even-numbered blocks,
 
         D'_t = D_2t − W_lᵀW_l (odd 2t+1) − W_rᵀW_r (odd 2t−1),   A'[t+1, t] = −W_rᵀ W_l,
 
     with W_l = L_o⁻¹ A[odd, left], W_r = L_o⁻¹ A[odd, right]; the recursion halves nb until
-    one block is left, and the odd unknowns follow by back substitution. This is Cholesky in
-    odd–even order: as stable, O(nb w³) work, but only O(log nb) sequential steps, each one
-    vectorised over the blocks (and over a vmapped batch).
-
-    **Returns:** x in blocks, shape (nb, w).
+    one block is left. This is Cholesky in odd–even order: as stable, O(nb w³) work, but
+    only O(log nb) sequential steps, each one vectorised over the blocks (and over a vmapped
+    batch).
     """
-    nb, w = b.shape[-2:]
-    if nb == 1:
+    levels = []
+    while D.shape[0] > 1:
+        nb, w = D.shape[:2]
         if w > MAX_BLOCK:
-            return jsl.cho_solve((jnp.linalg.cholesky(D[0]), True), b[0])[None]
-        L = cholesky(D[0])
-        return solve_lower_transpose(L, solve_lower(L, b[0][:, None]))[None, :, 0]
-    if w > MAX_BLOCK:
-        raise ValueError(f"blocks larger than {MAX_BLOCK} must come as one block")
-    n_odd = nb // 2
-    E = E.at[nb - 1].set(0.0)  # no coupling beyond the last block
-    L_o = cholesky(D[1::2])
-    left, right = E[0::2][:n_odd], _transpose(E[1::2][:n_odd])  # A[odd, 2t], A[odd, 2t+2]
-    W = solve_lower(L_o, jnp.concatenate([left, right, b[1::2, :, None]], axis=-1))
-    W_l, W_r, w_b = W[..., :w], W[..., w : 2 * w], W[..., 2 * w]
-    zero = jnp.zeros((1, w, w), D.dtype)
-    D_even = (
-        D[0::2]
-        - jnp.concatenate([gram(_transpose(W_l), _transpose(W_l)), zero])[: nb - n_odd]
-        - jnp.concatenate([zero, gram(_transpose(W_r), _transpose(W_r))])[: nb - n_odd]
-    )
-    E_even = jnp.concatenate([-gram(_transpose(W_r), _transpose(W_l)), zero])[: nb - n_odd]
-    b_l = jnp.sum(W_l * w_b[..., None], axis=-2)  # W_lᵀ w_b
-    b_r = jnp.sum(W_r * w_b[..., None], axis=-2)
-    zero_b = jnp.zeros((1, w), b.dtype)
-    b_even = (
-        b[0::2]
-        - jnp.concatenate([b_l, zero_b])[: nb - n_odd]
-        - jnp.concatenate([zero_b, b_r])[: nb - n_odd]
-    )
-    x_even = block_tridiagonal_solve(D_even, E_even, b_even)
-    x_right = jnp.concatenate([x_even[1:], zero_b])[:n_odd]
-    rhs = w_b - jnp.sum(W_l * x_even[:n_odd, None, :], axis=-1)
-    rhs = rhs - jnp.sum(W_r * x_right[:, None, :], axis=-1)
-    x_odd = solve_lower_transpose(L_o, rhs[..., None])[..., 0]
-    return _interleave(x_even, x_odd)
+            raise ValueError(f"blocks larger than {MAX_BLOCK} must come as one block")
+        n_odd, n_even = nb // 2, nb - nb // 2
+        E = E.at[nb - 1].set(0.0)  # no coupling beyond the last block
+        L_o = cholesky(D[1::2])
+        left, right = E[0::2][:n_odd], _transpose(E[1::2][:n_odd])  # A[odd, 2t], A[odd, 2t+2]
+        W = solve_lower(L_o, jnp.concatenate([left, right], axis=-1))
+        W_l, W_r = W[..., :w], W[..., w:]
+        zero = jnp.zeros((1, w, w), D.dtype)
+        left_gram = gram(_transpose(W_l), _transpose(W_l))
+        right_gram = gram(_transpose(W_r), _transpose(W_r))
+        D = (
+            D[0::2]
+            - jnp.concatenate([left_gram, zero])[:n_even]
+            - jnp.concatenate([zero, right_gram])[:n_even]
+        )
+        E = jnp.concatenate([-gram(_transpose(W_r), _transpose(W_l)), zero])[:n_even]
+        levels.append((L_o, W_l, W_r))
+    last = jnp.linalg.cholesky(D[0]) if D.shape[-1] > MAX_BLOCK else cholesky(D[0])
+    return BlockTridiagonalFactor(tuple(levels), last)
+
+
+def block_tridiagonal_solve(factor: BlockTridiagonalFactor, b: Array) -> Array:
+    """Solve A x = b with A factorised by `block_tridiagonal_factor`; b in blocks (nb, w).
+
+    Linear in b: forward elimination of the odd blocks level by level, the last block, then
+    back substitution x_odd = L_o⁻ᵀ (L_o⁻¹ b_odd − W_l x_left − W_r x_right).
+    """
+    reduced = []
+    for L_o, W_l, W_r in factor.levels:
+        n_odd, n_even = L_o.shape[0], b.shape[0] - L_o.shape[0]
+        w_b = solve_lower(L_o, b[1::2, :, None])[..., 0]
+        zero = jnp.zeros((1, b.shape[1]), b.dtype)
+        b_l = jnp.sum(W_l * w_b[..., None], axis=-2)  # W_lᵀ w_b
+        b_r = jnp.sum(W_r * w_b[..., None], axis=-2)
+        reduced.append((b, w_b))
+        b = (
+            b[0::2]
+            - jnp.concatenate([b_l, zero])[:n_even]
+            - jnp.concatenate([zero, b_r])[:n_even]
+        )
+    L = factor.last
+    if L.shape[-1] > MAX_BLOCK:
+        x = jsl.cho_solve((L, True), b[0])[None]
+    else:
+        x = solve_lower_transpose(L, solve_lower(L, b[0][:, None]))[None, :, 0]
+    for (L_o, W_l, W_r), (_, w_b) in zip(reversed(factor.levels), reversed(reduced), strict=True):
+        n_odd = L_o.shape[0]
+        x_right = jnp.concatenate([x[1:], jnp.zeros_like(x[:1])])[:n_odd]
+        rhs = w_b - jnp.sum(W_l * x[:n_odd, None, :], axis=-1)
+        rhs = rhs - jnp.sum(W_r * x_right[:, None, :], axis=-1)
+        x = _interleave(x, solve_lower_transpose(L_o, rhs[..., None])[..., 0])
+    return x
 
 
 def _interleave(x_even: Array, x_odd: Array) -> Array:

@@ -44,6 +44,9 @@ SAMPLES = 3
 #: Largest block of M or of the band handled by unrolled kernels (beyond: LAPACK).
 MAX_BLOCK = 16
 
+#: Up to this many constraint rows, C M⁻¹ Cᵀ is factorised as one dense block (LAPACK).
+DENSE_ROWS = 24
+
 
 def _rows(pattern: np.ndarray) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(int(j) for j in np.flatnonzero(row)) for row in pattern)
@@ -202,6 +205,7 @@ class BandPlan:
     **Fields:**
 
     - `rows`: (nb, w) constraint rows of each block of A, in reverse Cuthill–McKee order.
+    - `next_rows`: (nb, w) the rows of the following block (padding after the last).
     - `padded`: (nb, w) true for padding rows (identity on A's diagonal).
     - `mass_blocks`: (nMb, b) coordinates of each diagonal block of M (padded).
     - `windows`: (nb, Wb) the M-blocks that the rows of blocks k and k+1 touch.
@@ -210,6 +214,7 @@ class BandPlan:
     """
 
     rows: np.ndarray
+    next_rows: np.ndarray
     padded: np.ndarray
     mass_blocks: np.ndarray
     windows: np.ndarray
@@ -240,7 +245,7 @@ def band_plan(sparsity: Sparsity, rows: tuple[int, ...]) -> BandPlan:
     position[order] = np.arange(r)
     i, j = np.nonzero(adjacency)
     w = max(1, int(np.max(np.abs(position[i] - position[j]), initial=0)))
-    if 2 * w >= r or w > MAX_BLOCK:  # hardly banded: one dense block
+    if r <= DENSE_ROWS or 2 * w >= r or w > MAX_BLOCK:  # small or hardly banded: one block
         w = max(r, 1)
     nb = -(-r // w) if r else 1
     local = np.full(nb * w, r)  # positions among `rows`; r marks padding
@@ -252,14 +257,17 @@ def band_plan(sparsity: Sparsity, rows: tuple[int, ...]) -> BandPlan:
     windows = np.full((nb, max(1, max(len(s) for s in window_sets))), len(blocks))
     for q, s in enumerate(window_sets):
         windows[q, : len(s)] = s
+    index = np.int32  # gathers must work without jax_enable_x64 as well
+    block_rows = np.append(np.asarray(rows), k)[local]
     return BandPlan(
-        rows=np.append(np.asarray(rows, dtype=int), k)[local],
+        rows=block_rows.astype(index),
+        next_rows=np.concatenate([block_rows[1:], np.full((1, w), k)]).astype(index),
         padded=local == r,
-        mass_blocks=mass_blocks[:-1],
-        windows=windows,
-        columns=mass_blocks[windows],
-        block_of=block_of,
-        slot_of=slot_of,
+        mass_blocks=mass_blocks[:-1].astype(index),
+        windows=windows.astype(index),
+        columns=mass_blocks[windows].astype(index),
+        block_of=block_of.astype(index),
+        slot_of=slot_of.astype(index),
     )
 
 

@@ -157,6 +157,7 @@ def test_registry():
         "putd-gauss",
         "partitioning",
         "wang-huston",
+        "banded",
     )
     for name in jaxmbs.METHODS:
         assert jaxmbs.formulations.get_formulation(name).name == name

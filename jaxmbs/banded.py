@@ -1,0 +1,110 @@
+"""Sparse range-space solve of the equations of motion (the `"banded"` formulation).
+
+With the independent constraint rows R (Pękal–Frączek 2016, eq 2.5 on C_R) and a
+block-diagonal M = L Lᵀ, eliminating q̈ gives the Wang–Huston form (eqs 3.40–3.41)
+
+    G = C_R L⁻ᵀ,    (G Gᵀ) λ_R = G L⁻¹Q − Γ_R,    q̈ = L⁻ᵀ (L⁻¹Q − Gᵀ λ_R).
+
+A = G Gᵀ = C_R M⁻¹ C_Rᵀ is symmetric positive definite. The static `jaxmbs.sparsity.BandPlan`
+decides how it is factorised:
+
+- one dense block (small or hardly banded systems): a LAPACK Cholesky of A;
+- block-tridiagonal (chains, trees, long loops in reverse Cuthill–McKee order): the blocks
+  of A are formed from the few columns each block of rows touches, and factorised by block
+  cyclic reduction (`jaxmbs.linalg.block_tridiagonal_factor`) — O(n) work per evaluation.
+
+`factor` depends on M and C only and `solve` is linear in (Q, Γ), so a derivative costs one
+more `solve` with the same factors (see `jaxmbs.BandedWangHuston`).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+import numpy as np
+
+from . import linalg
+from ._types import Array
+from .sparsity import BandPlan
+
+
+class RangeSpaceFactor(NamedTuple):
+    """Factors of M and of A = C_R M⁻¹ C_Rᵀ.
+
+    - `mass`: Cholesky factors of the diagonal blocks of M, shape (nMb, b, b).
+    - `G`: C_R L⁻ᵀ; dense (r, nMb·b) for one block, else per block of rows on its window of
+      columns, (nb, w, Wb·b).
+    - `schur`: the Cholesky factor of A (dense), or its block cyclic reduction.
+    """
+
+    mass: Array
+    G: Array
+    schur: Array | linalg.BlockTridiagonalFactor
+
+
+def _gather(x: Array, *index) -> Array:
+    """x[index] with out-of-range indices (padding) reading zero."""
+    return x.at[index].get(mode="fill", fill_value=0.0)
+
+
+def _mass_blocks(plan: BandPlan, M: Array) -> Array:
+    """The diagonal blocks of M (identity on padding slots), shape (nMb, b, b)."""
+    blocks = plan.mass_blocks
+    pad = (blocks == M.shape[0])[:, :, None] * np.eye(blocks.shape[1])
+    return _gather(M, blocks[:, :, None], blocks[:, None, :]) + jnp.asarray(pad, M.dtype)
+
+
+def mass_matvec(plan: BandPlan, M: Array, x: Array) -> Array:
+    """M x from the diagonal blocks of M only (O(n b))."""
+    x_b = _gather(x, plan.mass_blocks)
+    y = jnp.sum(_mass_blocks(plan, M) * x_b[:, None, :], axis=-1)
+    return y[plan.block_of, plan.slot_of]
+
+
+def _times_mass_factor_inverse(L_m: Array, C_b: Array) -> Array:
+    """Rows of C (in M-block layout, (..., nMb, b)) times L⁻ᵀ: per block L_a⁻¹ c_aᵀ."""
+    L = jnp.broadcast_to(L_m, (*C_b.shape, C_b.shape[-1]))
+    return linalg.solve_lower(L, C_b[..., None])[..., 0]
+
+
+def factor(plan: BandPlan, M: Array, C: Array) -> RangeSpaceFactor:
+    """Factorise M (block by block) and A = G Gᵀ on the plan's rows of C."""
+    L_m = linalg.cholesky(_mass_blocks(plan, M))
+    nb, w = plan.rows.shape
+    if nb == 1:
+        rows = plan.rows[0]
+        C_b = _gather(C, rows[:, None, None], plan.mass_blocks[None])  # (r, nMb, b)
+        G = _times_mass_factor_inverse(L_m, C_b).reshape(rows.shape[0], -1)
+        A = G @ G.T + jnp.diag(jnp.asarray(plan.padded[0], M.dtype))  # padding: r = 0
+        return RangeSpaceFactor(L_m, G, jnp.linalg.cholesky(A))
+    L_w = jnp.concatenate([L_m, jnp.eye(L_m.shape[-1], dtype=M.dtype)[None]])[plan.windows]
+
+    def window(rows):  # (nb, w) rows on each block's window of columns -> (nb, w, Wb·b)
+        C_w = _gather(C, rows[:, :, None, None], plan.columns[:, None])
+        return _times_mass_factor_inverse(L_w[:, None], C_w).reshape(nb, w, -1)
+
+    G, G_next = window(plan.rows), window(plan.next_rows)
+    D = linalg.gram(G, G) + jnp.asarray(plan.padded[:, :, None] * np.eye(w), M.dtype)
+    return RangeSpaceFactor(L_m, G, linalg.block_tridiagonal_factor(D, linalg.gram(G_next, G)))
+
+
+def solve(plan: BandPlan, f: RangeSpaceFactor, Q: Array, gamma: Array) -> tuple[Array, Array]:
+    """q̈ and λ (zero on the rows outside the plan) for the right-hand sides (Q, Γ)."""
+    z = linalg.solve_lower(f.mass, _gather(Q, plan.mass_blocks)[..., None])[..., 0]
+    nb, w = plan.rows.shape
+    g = _gather(gamma, plan.rows)
+    if nb == 1:
+        lam = jsl.cho_solve((f.schur, True), f.G @ z.reshape(-1) - g[0])[None]
+        G_t_lam = (f.G.T @ lam[0]).reshape(z.shape)
+    else:
+        z_w = jnp.concatenate([z, jnp.zeros_like(z[:1])])[plan.windows].reshape(nb, -1)
+        rhs = jnp.sum(f.G * z_w[:, None, :], axis=-1) - g
+        lam = linalg.block_tridiagonal_solve(f.schur, rhs)
+        per_window = jnp.sum(f.G * lam[..., None], axis=1).reshape(nb, -1, z.shape[-1])
+        G_t_lam = jnp.zeros((z.shape[0] + 1, z.shape[1]), z.dtype).at[plan.windows].add(per_window)
+        G_t_lam = G_t_lam[:-1]
+    qdd = linalg.solve_lower_transpose(f.mass, (z - G_t_lam)[..., None])[..., 0]
+    lam_all = jnp.zeros(gamma.shape[0], lam.dtype).at[plan.rows].set(lam, mode="drop")
+    return qdd[plan.block_of, plan.slot_of], lam_all
