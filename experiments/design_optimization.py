@@ -5,9 +5,9 @@ and crank speed 2 rad/s. The target is the path of the coupler point P = (0.1, 0
 the coupler frame) over 1.5 s, sampled at 31 instants, of the reference design. The design
 variables are the coupler and rocker lengths and masses (l2, l3, m2, m3), in log scale, from
 a poor start (lengths −20 % / +25 %, masses +30 % / −25 %). Every loss evaluation assembles
-the initial state for the design (jaxmbs.consistent_state), simulates with projection
-Baumgarte
-stabilisation (α = β = 10) at rtol = atol = 1e-10, and takes the mean squared distance to the target.
+the initial state for the design (jaxmbs.consistent_state), simulates with Baumgarte
+stabilisation (α = β = 10) at rtol = atol = 1e-10, and takes the mean squared distance to
+the target.
 
 BFGS (optimistix) runs three times with the same settings, differing only in the gradient:
 reverse mode through the whole simulation, forward mode (diffrax.ForwardMode), and central
