@@ -178,8 +178,6 @@ def main(argv=None) -> dict:
             "wall_s": out.wall_s,
             "wall_after_compile_s": out.wall_s - out.compile_s,
         }
-    with open(RESULTS / "design_optimization.json", "w") as f:
-        json.dump(summary, f, indent=1)
     plot(problem, runs, RESULTS / "design_optimization.png")
     print(f"one loss evaluation: {loss_time * 1e3:.1f} ms (compile {loss_compile:.1f} s)")
     for name in gradients:
@@ -194,6 +192,8 @@ def main(argv=None) -> dict:
             f"{r['design_relative_error']:.1e}, {r['wall_after_compile_s']:.1f} s "
             f"(+{r['compile_s']:.1f} s first step), converged={r['converged']} {r['message']}"
         )
+    with open(RESULTS / "design_optimization.json", "w") as f:
+        json.dump(summary, f, indent=1, default=float)
     return summary
 
 
