@@ -132,7 +132,16 @@ def gradient_cost(ks=(1, 2, 4)):
     def final_angle(x, adjoint):
         params = {**mech.params, **{n: mech.params[n] * (1 + x[i]) for i, n in enumerate(names)}}
         sol = jaxmbs.simulate(
-            mech, q0, 2.0 * unit_qd, (0.0, T1), params=params, rtol=TOL, atol=TOL, adjoint=adjoint
+            mech,
+            q0,
+            2.0 * unit_qd,
+            (0.0, T1),
+            params=params,
+            rtol=TOL,
+            atol=TOL,
+            adjoint=adjoint,
+            # diffrax.ForwardMode does not accept the projection solver wrapper.
+            stabilization=jaxmbs.Baumgarte(alpha=10.0, beta=10.0),
         )
         return sol.q[-1, 2]
 

@@ -256,7 +256,7 @@ def optimize(
     return OptimizationResult(
         x=jax.tree_util.tree_map(np.asarray, y),
         loss=history["loss"][-1],
-        converged=bool(done) and result == optx.RESULTS.successful,
+        converged=bool(done) and bool(result == optx.RESULTS.successful),
         message=optx.RESULTS[result] if result != optx.RESULTS.successful else "",
         history={k: np.asarray(v) for k, v in history.items()},
         num_steps=len(history["loss"]),

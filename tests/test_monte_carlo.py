@@ -58,12 +58,15 @@ def test_chunked_equals_unchunked_vmapped_and_single_runs(setup, chunked):
     assert np.all(chunked.successful)
     whole = run(mech, batch, vectorize=True)  # chunked runs lax.map on CPU; this one vmaps
     assert (whole.chunk_size, whole.n_chunks) == (B, 1)
+    # vmap runs batched LAPACK kernels, lax.map unbatched ones: equal to round-off (1e-12
+    # relative to each field's scale; q̇ reaches 5 rad/s, λ hundreds of N).
     for field in FIELDS:
         a, b = getattr(chunked.solutions, field), getattr(whole.solutions, field)
         assert a.shape[0] == B
-        assert np.max(np.abs(a - b)) <= 1e-12, field
+        assert np.max(np.abs(a - b)) <= 1e-12 * max(1.0, np.max(np.abs(b))), field
     for name in ("final_angle", "peak_reaction_A"):
-        assert np.max(np.abs(chunked.responses[name] - whole.responses[name])) <= 1e-12
+        a, b = chunked.responses[name], whole.responses[name]
+        assert np.max(np.abs(a - b)) <= 1e-12 * max(1.0, np.max(np.abs(b)))
     assert np.ptp(chunked.responses["final_angle"]) > 1.0  # the samples really differ
     for k in (0, B - 1):  # the first sample and the padded chunk's last real one
         params = {**mech.params, **{key: v[k] for key, v in batch["params"].items()}}
@@ -154,7 +157,7 @@ def test_sharded_equals_unsharded():
         "JAX_PLATFORMS": "cpu",
     }
     done = subprocess.run(
-        [sys.executable, "-c", SHARDED], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", SHARDED], env=env, capture_output=True, text=True, timeout=900
     )
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
