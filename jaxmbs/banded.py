@@ -22,7 +22,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 import numpy as np
 
 from . import linalg
@@ -78,7 +77,7 @@ def factor(plan: BandPlan, M: Array, C: Array) -> RangeSpaceFactor:
         C_b = _gather(C, rows[:, None, None], plan.mass_blocks[None])  # (r, nMb, b)
         G = _times_mass_factor_inverse(L_m, C_b).reshape(rows.shape[0], -1)
         A = G @ G.T + jnp.diag(jnp.asarray(plan.padded[0], M.dtype))  # padding: r = 0
-        return RangeSpaceFactor(L_m, G, jnp.linalg.cholesky(A))
+        return RangeSpaceFactor(L_m, G, linalg.cholesky(A))
     L_w = jnp.concatenate([L_m, jnp.eye(L_m.shape[-1], dtype=M.dtype)[None]])[plan.windows]
 
     def window(rows):  # (nb, w) rows on each block's window of columns -> (nb, w, Wb·b)
@@ -96,7 +95,8 @@ def solve(plan: BandPlan, f: RangeSpaceFactor, Q: Array, gamma: Array) -> tuple[
     nb, w = plan.rows.shape
     g = _gather(gamma, plan.rows)
     if nb == 1:
-        lam = jsl.cho_solve((f.schur, True), f.G @ z.reshape(-1) - g[0])[None]
+        rhs = (f.G @ z.reshape(-1) - g[0])[:, None]
+        lam = linalg.solve_lower_transpose(f.schur, linalg.solve_lower(f.schur, rhs))[None, :, 0]
         G_t_lam = (f.G.T @ lam[0]).reshape(z.shape)
     else:
         z_w = jnp.concatenate([z, jnp.zeros_like(z[:1])])[plan.windows].reshape(nb, -1)

@@ -107,9 +107,11 @@ class Sparsity:
         """Jacobian of `fn` at `x` (pattern `jacobian`) from `n_colours` Jacobian-vector
         products along the colour groups: C[i, j] = (C s_colour(j))[i] on the pattern."""
         colours = np.asarray(self.colours, dtype=int)
-        seeds = (colours[None, :] == np.arange(self.n_colours)[:, None]).astype(x.dtype)
-        _, probes = jax.vmap(lambda v: jax.jvp(fn, (x,), (v,)))(jnp.asarray(seeds))
-        return jnp.where(self.jacobian_pattern, probes.T[:, colours], 0.0)
+        seeds = jnp.asarray(colours[None, :] == np.arange(self.n_colours)[:, None], x.dtype)
+        _, probes = jax.vmap(lambda v: jax.jvp(fn, (x,), (v,)))(seeds)
+        # probes.T @ seeds spreads each probe over its colour's columns (a product rather than
+        # a gather: XLA's CPU gather goes element by element).
+        return jnp.where(self.jacobian_pattern, probes.T @ seeds, 0.0)
 
 
 def _perturbed(leaf, rng: np.random.Generator):

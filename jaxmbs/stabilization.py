@@ -140,6 +140,11 @@ class ProjectedSolver(diffrax.AbstractWrappedSolver):
         return self.solver.term_structure
 
     @property
+    def scan_kind(self):
+        """The wrapped solver's stage loop kind (diffrax's ForwardMode reads it)."""
+        return getattr(self.solver, "scan_kind", "lax")
+
+    @property
     def interpolation_cls(self):  # pyright: ignore
         return self.solver.interpolation_cls
 

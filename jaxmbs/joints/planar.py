@@ -13,10 +13,13 @@ parameters, so that `jax.grad` reaches them: `Body("crank", mass="m1", inertia="
 from __future__ import annotations
 
 import dataclasses
+import functools
+import itertools
 from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .._types import Array
 from ..mechanism import Mechanism
@@ -33,6 +36,27 @@ def rotate(phi, v) -> Array:
     """A(φ) v, written elementwise (no matrix product) so that XLA fuses it with its users."""
     c, s = jnp.cos(phi), jnp.sin(phi)
     return jnp.stack([c * v[0] - s * v[1], s * v[0] + c * v[1]])
+
+
+def points(q, bodies: np.ndarray, local: Array) -> Array:
+    """Global positions of k points at once: `local` (k, 2) on `bodies` (k,), −1 for ground.
+
+    The vectorised form of `point`: one gather of the body frames and one elementwise
+    rotation, whatever k is, so a long chain costs a few fused kernels rather than a few per
+    joint.
+    """
+    frames = jnp.concatenate([q.reshape(-1, 3), jnp.zeros((1, 3), q.dtype)])[bodies]
+    c, s = jnp.cos(frames[:, 2]), jnp.sin(frames[:, 2])
+    x, y = local[:, 0], local[:, 1]
+    return frames[:, :2] + jnp.stack([c * x - s * y, s * x + c * y], axis=1)
+
+
+def _body_indices(bodies) -> np.ndarray:
+    return np.asarray([-1 if b is None else b for b in bodies], dtype=np.int32)
+
+
+def _stacked_points(specs, p) -> Array:
+    return jnp.stack([jnp.broadcast_to(value(s, p), (2,)) for s in specs])
 
 
 def angle(q, body: int | None) -> Array:
@@ -72,6 +96,21 @@ class Revolute:
         return point(q, self.body_i, value(self.point_i, p)) - point(
             q, self.body_j, value(self.point_j, p)
         )
+
+    @staticmethod
+    def stacked(joints: Sequence[Revolute], t, q, p) -> Array:
+        """The rows of several revolute joints at once (same order as concatenating them)."""
+        points_i = points(
+            q,
+            _body_indices(j.body_i for j in joints),
+            _stacked_points([j.point_i for j in joints], p),
+        )
+        points_j = points(
+            q,
+            _body_indices(j.body_j for j in joints),
+            _stacked_points([j.point_j for j in joints], p),
+        )
+        return (points_i - points_j).reshape(-1)
 
     def reaction(self, t, q, p, lam) -> dict[str, Array]:
         """Force exerted on body_i by body_j: −λ in global axes (Φ = P_i − P_j, so
@@ -209,8 +248,20 @@ class JointSet:
 
     joints: tuple[Joint, ...]
 
+    @functools.cached_property
+    def _runs(self) -> tuple[tuple[Joint, ...], ...]:
+        """Maximal runs of consecutive joints of one class."""
+        return tuple(tuple(run) for _, run in itertools.groupby(self.joints, key=type))
+
     def __call__(self, t, q, *args) -> Array:
-        return jnp.concatenate([j(t, q, *args) for j in self.joints])
+        # A run of joints with a vectorised form (`stacked`) is evaluated in one go.
+        parts = []
+        for run in self._runs:
+            if len(run) > 1 and hasattr(type(run[0]), "stacked"):
+                parts.append(type(run[0]).stacked(run, t, q, *args))
+            else:
+                parts.extend(j(t, q, *args) for j in run)
+        return jnp.concatenate(parts)
 
 
 def joints_of(mechanism: Mechanism) -> tuple[Joint, ...]:
