@@ -1,10 +1,21 @@
-"""Core benchmark: jaxmbs QR null space vs the same method in NumPy + SciPy, in one run.
+"""The performance table: jaxmbs against the same method in NumPy + SciPy, in one run.
 
-Cases (rtol = atol = 1e-8, no stabilisation on either side, so both integrate the same ODE):
-four-bar for 10 s and N-link chains (N = 5, 20, 50) for 10 s; plus a batch of 1024 vmapped
-four-bar runs against 1024 single runs. For each case: compile time, steady-state time
-(median of `repeats`), steps, RHS evaluations, the final-state error against a tight
-reference solve (so that the comparison is at equal accuracy), and the time ratio.
+Rows (2-core CPU; rtol = atol = 1e-8, no stabilisation on either side so both integrate the
+same ODE; 10 s of motion):
+
+1. four-bar vs NumPy + SciPy: the QR null-space method on both sides (jaxmbs `qr` + Tsit5
+   against `numpy_baseline` + RK45), and jaxmbs' fastest method (`banded`) against the same
+   NumPy baseline;
+2. planar chain N = 50 (n = 150) vs NumPy + SciPy (QR null space, RK45);
+3. cost growth of jaxmbs from chain N = 5 to N = 50;
+4. a vmapped batch of four-bars against the loop of the same single runs;
+5. reverse-mode (and forward-mode) gradient of a four-bar response w.r.t. 10 parameters,
+   as a multiple of one forward solve;
+6. compile times of the forward solve and of the gradient.
+
+Every case reports steady time (median), compile time, steps, RHS evaluations, and the
+final-state error against a tight reference solve, so that speed is compared at stated
+accuracy.
 """
 
 from __future__ import annotations
@@ -12,6 +23,7 @@ from __future__ import annotations
 import statistics
 import time
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,8 +33,12 @@ from jaxmbs.models import chain, fourbar
 
 from . import numpy_baseline as baseline
 
+TOL = 1e-8
+T1 = 10.0
 
-def _median_time(fn, repeats: int) -> float:
+
+def median_time(fn, repeats: int) -> float:
+    """Median wall time of `repeats` calls of `fn` (results blocked on)."""
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -31,101 +47,183 @@ def _median_time(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
-def _jax_case(mech, q0, qd0, t1, tol, repeats):
+def compiled(fn, *args):
+    """`jax.jit(fn)` lowered and compiled for `args`, and the compile time."""
+    start = time.perf_counter()
+    out = jax.jit(fn).lower(*args).compile()
+    return out, time.perf_counter() - start
+
+
+def _reference(mech, q0, qd0):
+    sol = jaxmbs.simulate(
+        mech, q0, qd0, (0.0, T1), rtol=1e-12, atol=1e-12, solver=diffrax.Dopri8(), max_steps=10**6
+    )
+    return np.asarray(sol.q[-1])
+
+
+def jax_case(mech, q0, qd0, method: str, reference, repeats: int) -> dict:
+    """One jaxmbs single run: compile, steady time, steps, RHS evaluations, error."""
+
     def run(q0, qd0):
         sol = jaxmbs.simulate(
-            mech, q0, qd0, (0.0, t1), rtol=tol, atol=tol, stabilization="none", check_rank=False
-        )
+            mech, q0, qd0, (0.0, T1), method=method, rtol=TOL, atol=TOL,
+            stabilization="none", check_rank=False,
+        )  # fmt: skip
         return sol.q[-1], sol.stats
 
-    fn = jax.jit(run)
-    start = time.perf_counter()
-    compiled = fn.lower(q0, qd0).compile()
-    compile_time = time.perf_counter() - start
-    q1, stats = compiled(q0, qd0)
-    steady = _median_time(lambda: compiled(q0, qd0), repeats)
-    reference = jaxmbs.simulate(mech, q0, qd0, (0.0, t1), rtol=1e-12, atol=1e-12).q[-1]
+    fn, compile_time = compiled(run, q0, qd0)
+    q1, stats = fn(q0, qd0)
     return {
+        "method": method,
         "compile_s": compile_time,
-        "time_s": steady,
+        "time_s": median_time(lambda: fn(q0, qd0), repeats),
         "steps": int(stats["num_steps"]),
         "rhs_evaluations": int(stats["rhs_evaluations"]),
-        "error": float(jnp.max(jnp.abs(q1 - reference))),
-        "reference": np.asarray(reference),
+        "error": float(np.max(np.abs(np.asarray(q1) - reference))),
     }
 
 
-def _numpy_case(model, q0, qd0, t1, tol, repeats, reference):
-    out = {}
+def numpy_case(model, q0, qd0, reference, repeats: int) -> dict:
+    """The NumPy + SciPy QR null-space baseline (RK45)."""
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        y, nfev, steps, ok = baseline.simulate(model, q0, qd0, t1, tol, tol)
+        y, nfev, steps, _ = baseline.simulate(model, q0, qd0, T1, TOL, TOL)
         times.append(time.perf_counter() - start)
-    out["time_s"] = statistics.median(times)
-    out["steps"], out["rhs_evaluations"] = steps, nfev
-    out["error"] = float(np.max(np.abs(y[: q0.size] - reference)))
-    return out
+    return {
+        "time_s": statistics.median(times),
+        "steps": steps,
+        "rhs_evaluations": nfev,
+        "error": float(np.max(np.abs(y[: q0.size] - reference))),
+    }
 
 
-def single_runs(links=(5, 20, 50), tol=1e-8, t1=10.0, repeats=5):
-    """Four-bar and chains: jaxmbs vs NumPy + SciPy (RK45)."""
+def single_runs(links=(5, 50), methods=("qr", "banded"), repeats=5) -> list[dict]:
+    """Four-bar and chains: every jaxmbs method in `methods` vs the NumPy baseline."""
     cases = [("four-bar", fourbar.fourbar(), baseline.fourbar_model(), fourbar.initial_state)]
     for n in links:
         cases.append((f"chain N={n}", chain.chain(n), baseline.chain_model(n), chain.initial_state))
     rows = []
     for name, mech, model, initial in cases:
         q0, qd0 = initial(mech)
-        jx = _jax_case(mech, q0, qd0, t1, tol, repeats)
-        npy = _numpy_case(
-            model, np.asarray(q0), np.asarray(qd0), t1, tol, max(1, repeats // 2), jx["reference"]
-        )
-        rows.append(
-            {
-                "case": name,
-                "n": mech.n,
-                "jax": {k: v for k, v in jx.items() if k != "reference"},
-                "numpy": npy,
-                "speedup": npy["time_s"] / jx["time_s"],
-            }
-        )
+        reference = _reference(mech, q0, qd0)
+        npy = numpy_case(model, np.asarray(q0), np.asarray(qd0), reference, max(1, min(repeats, 3)))
+        for method in methods:
+            jx = jax_case(mech, q0, qd0, method, reference, repeats)
+            rows.append(
+                {
+                    "case": name,
+                    "n": mech.n,
+                    "jax": jx,
+                    "numpy": npy,
+                    "speedup": npy["time_s"] / jx["time_s"],
+                }
+            )
     return rows
 
 
-def batch_vs_loop(batch=1024, t1=10.0, tol=1e-8):
-    """vmap over `batch` crank speeds vs a loop of single jitted runs."""
+def batch_vs_loop(batch=1024, method="banded", chunk=256, loop_sample=128) -> dict:
+    """vmap over `batch` crank speeds (in chunks of `chunk`) vs single jitted runs.
+
+    The loop time is the mean of `loop_sample` single runs spread over the same speeds,
+    times `batch` (a loop of all of them takes minutes and says nothing more).
+    """
     mech = fourbar.fourbar()
     q0, unit_qd = fourbar.initial_state(mech, np.pi / 3, 1.0)
     speeds = jnp.linspace(-4.0, 4.0, batch)
 
     def run(speed):
         sol = jaxmbs.simulate(
-            mech,
-            q0,
-            speed * unit_qd,
-            (0.0, t1),
-            rtol=tol,
-            atol=tol,
-            stabilization="none",
-            check_rank=False,
-            throw=False,
-        )
-        return sol.q[-1]
+            mech, q0, speed * unit_qd, (0.0, T1), method=method, rtol=TOL, atol=TOL,
+            stabilization="none", check_rank=False, throw=False,
+        )  # fmt: skip
+        return sol.q[-1], sol.stats["num_steps"]
 
-    single = jax.jit(run).lower(speeds[0]).compile()
+    single, _ = compiled(run, speeds[0])
+    chunk = min(chunk, batch)
+    batched, compile_batch = compiled(jax.vmap(run), speeds[:chunk])
+
+    def run_batch():
+        return [batched(speeds[i : i + chunk]) for i in range(0, batch, chunk)]
+
+    run_batch()
+    t_batch = median_time(run_batch, 3)
+    sample = np.linspace(0, batch - 1, loop_sample).astype(int)
     start = time.perf_counter()
-    batched = jax.jit(jax.vmap(run)).lower(speeds).compile()
-    compile_batch = time.perf_counter() - start
-    t_batch = _median_time(lambda: batched(speeds), 3)
-    start = time.perf_counter()
-    loop = jnp.stack([single(s) for s in speeds])
-    t_loop = time.perf_counter() - start
-    diff = float(jnp.max(jnp.abs(loop - batched(speeds))))
+    loop = [jax.block_until_ready(single(speeds[i])) for i in sample]
+    t_loop = (time.perf_counter() - start) / loop_sample * batch
+    out = run_batch()
+    q_batch = jnp.concatenate([o[0] for o in out])[sample]
+    steps = jnp.concatenate([o[1] for o in out])
     return {
         "batch": batch,
+        "chunk": chunk,
+        "method": method,
         "batch_s": t_batch,
         "loop_s": t_loop,
         "speedup": t_loop / t_batch,
         "compile_batch_s": compile_batch,
-        "max_difference": diff,
+        "steps_mean": float(jnp.mean(steps)),
+        "steps_max": int(jnp.max(steps)),
+        "max_difference": float(jnp.max(jnp.abs(jnp.stack([q for q, _ in loop]) - q_batch))),
+    }
+
+
+#: The 10 differentiated quantities: the four-bar's 8 parameters, the initial crank speed
+#: and the final time.
+GRADIENT_PARAMETERS = ("l0", "l1", "l2", "l3", "m1", "m2", "m3", "g", "speed", "t1")
+
+
+def gradient_cost(method="banded", t1=1.0, repeats=5) -> dict:
+    """Gradient of the final crank angle w.r.t. 10 quantities, as a multiple of one solve.
+
+    The initial state is assembled inside the differentiated function
+    (`jaxmbs.consistent_state`, crank angle and speed fixed), so a length changes the
+    initial configuration consistently. Reverse mode: `jax.grad` with diffrax's
+    `RecursiveCheckpointAdjoint`; forward mode: `jax.jacfwd` with `diffrax.ForwardMode`.
+    """
+    mech = fourbar.fourbar()
+    q_nominal, unit_qd = fourbar.initial_state(mech, np.pi / 3, 1.0)
+    names = GRADIENT_PARAMETERS[:8]
+
+    def crank_angle(x, adjoint):
+        params = {n: mech.params[n] * (1.0 + x[i]) for i, n in enumerate(names)}
+        q0, qd0 = jaxmbs.consistent_state(
+            mech, q_nominal, (2.0 + x[8]) * unit_qd, params, fixed=(2,)
+        )
+        sol = jaxmbs.simulate(
+            mech, q0, qd0, (0.0, t1 + x[9]), params=params, method=method, rtol=TOL, atol=TOL,
+            adjoint=adjoint, throw=False,
+        )  # fmt: skip
+        return sol.q[-1, 2]
+
+    x = jnp.zeros(len(GRADIENT_PARAMETERS))
+    forward, compile_forward = compiled(lambda x: crank_angle(x, None), x)
+    reverse, compile_reverse = compiled(jax.grad(lambda x: crank_angle(x, None)), x)
+    tangent, compile_tangent = compiled(
+        jax.jacfwd(lambda x: crank_angle(x, diffrax.ForwardMode())), x
+    )
+    t_forward = median_time(lambda: forward(x), repeats)
+    t_reverse = median_time(lambda: reverse(x), repeats)
+    t_tangent = median_time(lambda: tangent(x), repeats)
+    g_rev, g_fwd = np.asarray(reverse(x)), np.asarray(tangent(x))
+    h = 1e-6
+    g_fd = np.array(
+        [(forward(x.at[i].set(h)) - forward(x.at[i].set(-h))) / (2 * h) for i in range(x.size)]
+    )
+    return {
+        "method": method,
+        "parameters": len(GRADIENT_PARAMETERS),
+        "forward_s": t_forward,
+        "reverse_s": t_reverse,
+        "forward_mode_s": t_tangent,
+        "reverse_ratio": t_reverse / t_forward,
+        "forward_mode_ratio": t_tangent / t_forward,
+        "compile_forward_s": compile_forward,
+        "compile_reverse_s": compile_reverse,
+        "compile_forward_mode_s": compile_tangent,
+        "reverse_vs_forward_mode": float(np.max(np.abs(g_rev - g_fwd)) / np.max(np.abs(g_rev))),
+        "reverse_vs_central_difference": float(
+            np.max(np.abs(g_rev - g_fd)) / np.max(np.abs(g_rev))
+        ),
     }

@@ -1,0 +1,180 @@
+"""The fast paths give the same numbers as the dense ones: sparsity detection and compressed
+Jacobians, the batch-friendly kernels, block-tridiagonal factorisation, the `banded`
+formulation on long chains (its block path), vectorised joints, and forward-mode
+gradients through the projection."""
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import FORMULATION_RTOL, assert_close, relative_error
+
+import jaxmbs
+from jaxmbs import linalg
+from jaxmbs.joints import planar
+from jaxmbs.kinematics import velocity_residual
+from jaxmbs.models import chain, fourbar, mobile_robot
+from jaxmbs.sparsity import greedy_colouring, structure_band_plan
+
+RNG = np.random.default_rng(7)
+
+
+def dense_jacobian(mech, t, q):
+    return jax.jacfwd(lambda v: velocity_residual(mech, t, q, v, mech.params))(jnp.zeros_like(q))
+
+
+@pytest.mark.parametrize(
+    "build, initial",
+    [(fourbar.fourbar, fourbar.initial_state),
+     (lambda: fourbar.fourbar(redundant=True), fourbar.initial_state),
+     (lambda: chain.chain(30), chain.initial_state),
+     (mobile_robot.mobile_robot, mobile_robot.initial_state)],  # fmt: skip
+    ids=["fourbar", "fourbar-redundant", "chain30", "mobile-robot"],
+)
+def test_compressed_jacobian_equals_dense(build, initial):
+    mech = build()
+    sparsity = mech.structure.sparsity
+    pattern = sparsity.jacobian_pattern
+    colours = np.asarray(sparsity.colours)
+    for row in pattern:  # no two columns of one colour share a row
+        assert len(set(colours[row])) == row.sum()
+    assert sparsity.n_colours < mech.n
+    q = jnp.asarray(initial(mech)[0]) + 0.05 * RNG.normal(size=mech.n)
+    C = jaxmbs.constraint_jacobian(mech, 0.3, q, mech.params)  # compressed
+    assert_close(C, dense_jacobian(mech, 0.3, q), 0.0, 1e-14, "C")
+
+
+def test_chain_needs_few_products_and_a_block_diagonal_mass():
+    mech = chain.chain(30)
+    sparsity = mech.structure.sparsity
+    assert sparsity.n_colours <= 6  # planar revolute chain: independent of N
+    assert all(len(row) == 1 for row in sparsity.mass)  # M is diagonal
+    plan = structure_band_plan(mech.structure)
+    assert plan.rows.shape[0] > 1  # the block-tridiagonal path
+
+
+def test_greedy_colouring_is_valid_on_random_patterns():
+    for _ in range(20):
+        pattern = RNG.random((12, 15)) < 0.2
+        colours = greedy_colouring(pattern)
+        for row in pattern:
+            assert len(set(colours[row])) == row.sum()
+
+
+def test_zero_only_at_nominal_parameters_is_still_structural():
+    # A joint at body 1's centre of mass: Φ_φ1 vanishes for the nominal offset 0, but not
+    # for other offsets; detection perturbs the parameters, so the column is kept.
+    bodies = [planar.Body("a", 1.0, 0.1), planar.Body("b", 1.0, 0.1)]
+    joints = [
+        planar.Revolute("J0", None, (0.0, 0.0), 0, (-0.5, 0.0)),
+        planar.Revolute("J1", 0, (0.5, 0.0), 1, lambda p: (p["s"], 0.0)),
+    ]
+    mech = planar.planar_mechanism(bodies, joints, {"s": 0.0})
+    mech = mech.with_structure(np.array([0.5, 0.0, 0.0, 1.0, 0.0, 0.0]))
+    assert 5 in mech.structure.sparsity.jacobian[2]  # ∂Φ_J1,x/∂φ_b (= −s sin φ_b)
+
+
+def test_kernels_match_lapack():
+    A = RNG.normal(size=(4, 7, 7))
+    A = A @ np.swapaxes(A, 1, 2) + 7 * np.eye(7)
+    B = RNG.normal(size=(4, 7, 3))
+    L = linalg.cholesky(jnp.asarray(A))
+    assert_close(L, np.linalg.cholesky(A), 0.0, 1e-12, "cholesky")
+    assert_close(linalg.solve_lower(L, B), np.linalg.solve(L, B), 0.0, 1e-12, "L⁻¹B")
+    expected = np.linalg.solve(np.swapaxes(L, 1, 2), B)
+    assert_close(linalg.solve_lower_transpose(L, B), expected, 0.0, 1e-12, "L⁻ᵀB")
+
+
+@pytest.mark.parametrize("blocks", [1, 2, 5, 8])
+def test_block_tridiagonal_solve_matches_dense(blocks):
+    w = 3
+    size = blocks * w
+    band = np.abs(np.subtract.outer(np.arange(size) // w, np.arange(size) // w)) <= 1
+    X = RNG.normal(size=(size, size)) * band
+    A = X @ X.T * band + size * np.eye(size)  # symmetric, positive definite, block tridiagonal
+    D = np.stack([A[k * w : (k + 1) * w, k * w : (k + 1) * w] for k in range(blocks)])
+    E = np.zeros((blocks, w, w))
+    for k in range(blocks - 1):
+        E[k] = A[(k + 1) * w : (k + 2) * w, k * w : (k + 1) * w]
+    b = RNG.normal(size=size)
+    factor = linalg.block_tridiagonal_factor(jnp.asarray(D), jnp.asarray(E))
+    x = linalg.block_tridiagonal_solve(factor, jnp.asarray(b.reshape(blocks, w)))
+    assert_close(np.asarray(x).reshape(-1), np.linalg.solve(A, b), 0.0, 1e-12, "x")
+
+
+@pytest.fixture(scope="module")
+def long_chain():
+    mech = chain.chain(16)  # 32 rows: block-tridiagonal
+    q0, _ = chain.initial_state(mech, 0.6)
+    states = []
+    for _ in range(4):
+        q = jaxmbs.project_positions(
+            mech, mech.structure, 0.0, q0 + 0.3 * RNG.normal(size=mech.n), mech.params, 12
+        )
+        qd = jaxmbs.project_velocities(
+            mech, mech.structure, 0.0, q, RNG.normal(0, 2, mech.n), mech.params
+        )
+        states.append((q, qd))
+    return mech, states
+
+
+def test_banded_block_path_agrees_with_qr(long_chain):
+    mech, states = long_chain
+
+    @jax.jit
+    def both(q, qd):
+        out = {}
+        for method in ("qr", "banded"):
+            out[method] = jaxmbs.accelerations_and_multipliers(mech, 0.0, q, qd, method=method)
+        return out
+
+    for q, qd in states:
+        out = both(q, qd)
+        assert_close(out["banded"][0], out["qr"][0], FORMULATION_RTOL, 1e-12, "q̈")
+        assert_close(out["banded"][1], out["qr"][1], FORMULATION_RTOL, 1e-11, "λ")
+
+
+def test_banded_derivative_of_accelerations(long_chain):
+    mech, states = long_chain
+    q, qd = states[0]
+    direction = jnp.asarray(RNG.normal(size=mech.n))
+
+    def qdd(method, m):
+        params = {**mech.params, "m": m}
+        return jaxmbs.accelerations(mech, 0.0, q, qd + m * direction, params, method=method)
+
+    d_banded = jax.jacfwd(lambda m: qdd("banded", m))(1.3)
+    d_qr = jax.jacfwd(lambda m: qdd("qr", m))(1.3)
+    assert_close(d_banded, d_qr, 1e-9, 1e-10, "dq̈/dm")
+    g = jax.grad(lambda m: jnp.sum(qdd("banded", m) ** 2))(1.3)
+    h = 1e-6
+    fd = (jnp.sum(qdd("banded", 1.3 + h) ** 2) - jnp.sum(qdd("banded", 1.3 - h) ** 2)) / (2 * h)
+    assert relative_error(g, fd) < 1e-7
+
+
+def test_vectorised_joints_equal_joint_by_joint():
+    mech = chain.chain(6)
+    joints = planar.joints_of(mech)
+    q = jnp.asarray(RNG.normal(size=mech.n))
+    stacked = mech.constraints(0.0, q, mech.params)
+    one_by_one = jnp.concatenate([j(0.0, q, mech.params) for j in joints])
+    assert_close(stacked, one_by_one, 0.0, 1e-15, "Φ")
+
+
+def test_forward_mode_through_projection_matches_reverse_mode():
+    mech = fourbar.fourbar()
+    q0, unit = fourbar.initial_state(mech, np.pi / 3, 1.0)
+
+    def angle(speed, adjoint):
+        sol = jaxmbs.simulate(
+            mech, q0, speed * unit, (0.0, 0.5), rtol=1e-10, atol=1e-10, adjoint=adjoint
+        )
+        return sol.q[-1, 2]
+
+    forward = jax.jacfwd(lambda s: angle(s, diffrax.ForwardMode()))(2.0)
+    reverse = jax.grad(lambda s: angle(s, None))(2.0)
+    h = 1e-5
+    central = (angle(2.0 + h, None) - angle(2.0 - h, None)) / (2 * h)
+    assert relative_error(forward, reverse) < 1e-10
+    assert relative_error(forward, central) < 1e-6
