@@ -27,8 +27,8 @@ RNG = np.random.default_rng(20261124)
 N_STATES = 50
 TOL = 1e-10  # integration tolerance of the 10 s runs
 TS = jnp.linspace(0.0, 10.0, 2001)
-#: Formulations whose parameter derivative is checked (those present in this build).
-GRADIENT_METHODS = [m for m in ("qr", "svd", "partitioning") if m in jaxmbs.METHODS]
+#: Formulations whose parameter derivative is checked (issue 3's acceptance list).
+GRADIENT_METHODS = ["qr", "svd", "partitioning"]
 
 
 @pytest.fixture(scope="module")
@@ -81,21 +81,24 @@ def test_two_of_the_dof_are_local_mobilities(struts):
 
 
 @pytest.fixture(scope="module")
-def states(struts):
-    """Random consistent (t, q, q̇) near the design position: Newton projection of perturbed
-    positions and projection of random velocities. The simplified and the redundant strut
-    share the constraint manifold, so the states are consistent for both."""
+def states(struts, motion):
+    """Random consistent (t, q, q̇) spread over the 10 s motion, where the arm swings through
+    more than 90° and the rack travels: configurations at random output times, perturbed in
+    every coordinate and Newton-projected, and projected random velocities. The simplified
+    and the redundant strut share the constraint manifold, so the states are consistent for
+    both."""
     mech = struts["simplified"]
-    q_design = jnp.asarray(mcpherson.design_configuration())
+    _, sol, _ = motion["simplified"]
 
     @jax.jit
-    def consistent(dq, v):
-        q = jaxmbs.project_positions(mech, mech.structure, 0.0, q_design + dq, mech.params, 8)
+    def consistent(q, v):
+        q = jaxmbs.project_positions(mech, mech.structure, 0.0, q, mech.params, 8)
         return q, jaxmbs.project_velocities(mech, mech.structure, 0.0, q, v, mech.params)
 
+    guess = sol.q[RNG.integers(0, TS.shape[0], N_STATES)]
     dq = jnp.asarray(RNG.normal(scale=0.05, size=(N_STATES, 30)))
     v = jnp.asarray(RNG.normal(size=(N_STATES, 30)))
-    q, qd = jax.lax.map(lambda a: consistent(*a), (dq, v))
+    q, qd = jax.lax.map(lambda a: consistent(*a), (guess + dq, v))
     t = jnp.asarray(RNG.uniform(0.0, 10.0, N_STATES))
     return t, q, qd
 
@@ -124,21 +127,31 @@ def accelerations(struts, states):
 
 
 @pytest.mark.parametrize("strut", ["simplified", "redundant"])
-def test_states_are_consistent(accelerations, strut):
+def test_states_are_consistent(states, accelerations, strut):
     _, (phi, c) = accelerations[strut]
     assert float(jnp.max(jnp.abs(phi))) < 1e-12
     assert float(jnp.max(jnp.abs(c))) < 1e-12
+    _, q, qd = states
+    assert float(jnp.ptp(q[:, 5])) > 1.0  # arm angles over a wide range
+    assert float(jnp.min(jnp.max(jnp.abs(qd), axis=1))) > 0.1  # every state moves
 
 
 @pytest.mark.parametrize("strut", ["simplified", "redundant"])
 @pytest.mark.parametrize("method", jaxmbs.METHODS)
-def test_every_method_gives_the_same_accelerations_and_reactions(accelerations, strut, method):
+def test_every_method_gives_the_same_accelerations_and_reactions(
+    accelerations, strut, method, record_property
+):
+    """q̈ and Cᵀλ of every method against the KKT system, relative to each state's largest
+    component, at every one of the N_STATES states."""
     results, _ = accelerations[strut]
     qdd_ref, reaction_ref = results["kkt"]
     qdd, reaction = results[method]
-    for i in range(N_STATES):
-        assert relative_error(qdd[i], qdd_ref[i]) < 1e-9, (method, i)
-        assert relative_error(reaction[i], reaction_ref[i]) < 1e-9, (method, i)
+    qdd_error = max(relative_error(qdd[i], qdd_ref[i]) for i in range(N_STATES))
+    reaction_error = max(relative_error(reaction[i], reaction_ref[i]) for i in range(N_STATES))
+    record_property("max_relative_error_qdd", qdd_error)
+    record_property("max_relative_error_reaction", reaction_error)
+    assert qdd_error < 1e-9, method
+    assert reaction_error < 1e-9, method
 
 
 def test_redundant_strut_has_the_same_accelerations_and_reactions(accelerations):
@@ -194,11 +207,13 @@ def motion(struts):
     return out
 
 
-def test_simplified_and_redundant_struts_move_identically(motion):
+def test_simplified_and_redundant_struts_move_identically(motion, record_property):
     (_, a, _), (_, b, _) = motion["simplified"], motion["redundant"]
     assert int(a.result) == int(b.result) == jaxmbs.RESULTS.successful
+    record_property("max_abs_difference_q", float(jnp.max(jnp.abs(b.q - a.q))))
+    record_property("max_relative_difference_qd", relative_error(b.qd, a.qd))
     assert_close(b.q, a.q, 0, 1e-9, "q")
-    assert_close(b.qd, a.qd, 0, 1e-8, "q̇")
+    assert relative_error(b.qd, a.qd) < 1e-9
     # It is a large motion: the arm swings through more than 90°, the rack travels.
     assert float(jnp.ptp(a.q[:, 5])) > np.pi / 2
     assert float(jnp.ptp(a.q[:, 6 * mcpherson.RACK + 1])) > 0.05
@@ -213,7 +228,7 @@ def cumulative_simpson(power, h):
 
 
 @pytest.mark.parametrize("strut", ["simplified", "redundant"])
-def test_energy_balance(motion, strut):
+def test_energy_balance(motion, strut, record_property):
     """E(t) − E(0) = ∫ (F_z ż₁ + F_y ẏ₅) dt: kinetic + gravitational energy minus the work
     of the applied forces is constant to the integration tolerance."""
     _, sol, power = motion[strut]
@@ -221,12 +236,15 @@ def test_energy_balance(motion, strut):
     work = cumulative_simpson(power, float(TS[1] - TS[0]))
     imbalance = energy - energy[0] - work
     scale = np.max(np.abs(energy))
+    record_property("max_imbalance_over_energy_scale", np.max(np.abs(imbalance)) / scale)
     assert np.ptp(energy) > 5.0  # energy really flows: the loads do work
-    assert np.max(np.abs(imbalance)) < 100 * TOL * scale, np.max(np.abs(imbalance))
+    # Measured: 5.6e-10 relative for both struts at rtol = atol = 1e-10 (integration error
+    # plus the Simpson rule on the 5 ms output grid); both struts alike.
+    assert np.max(np.abs(imbalance)) < 20 * TOL * scale, np.max(np.abs(imbalance))
 
 
 @pytest.mark.parametrize("method", GRADIENT_METHODS)
-def test_gradient_of_wheel_height_wrt_mass(struts, motion, method):
+def test_gradient_of_wheel_height_wrt_mass(struts, motion, method, record_property):
     """d(final wheel-centre height)/d(m₂) by forward-mode autodiff through the solve, against
     central differences of the (reused) compiled solve."""
     mech = struts["simplified"]
@@ -262,5 +280,7 @@ def test_gradient_of_wheel_height_wrt_mass(struts, motion, method):
         return mcpherson.wheel_centre(mech, sol.q[-1], params)[2]
 
     _, derivative = jax.jit(lambda m: jax.jvp(final_height, (m,), (jnp.ones_like(m),)))(1.0)
+    record_property("derivative", float(derivative))
+    record_property("relative_error_vs_central_difference", abs(float(derivative / fd - 1)))
     assert abs(float(fd)) > 1e-3  # a real dependence
     assert abs(float(derivative - fd)) < 1e-5 * abs(float(fd)), (float(derivative), float(fd))
