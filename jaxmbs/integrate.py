@@ -363,11 +363,14 @@ class _Projector(eqx.Module):
     mechanism: Mechanism
     structure: Structure = eqx.field(static=True)
     iterations: int = eqx.field(static=True)
+    tolerance: float | None = eqx.field(static=True)
 
     def __call__(self, t, y, args):
         params, valid = args
         q, qd = _split(y, self.structure.n)
-        q, qd = project_state(self.mechanism, self.structure, self.iterations, t, (q, qd), params)
+        q, qd = project_state(
+            self.mechanism, self.structure, self.iterations, t, (q, qd), params, self.tolerance
+        )
         return jnp.where(valid, jnp.concatenate([q, qd]), y)
 
 
@@ -408,7 +411,12 @@ def _solve(mechanism, structure, q0, qd0, t0, t1, saveat, options: _Options) -> 
     # it costs a batch nothing; its outputs are NaN and its result code says why.
     y0 = jnp.where(ok, jnp.concatenate([q0, qd0]), 0.0)
     vector_field = _VectorField(mechanism, structure, options.formulation, stabilization)
-    project = _Projector(mechanism, structure, getattr(stabilization, "iterations", 0))
+    project = _Projector(
+        mechanism,
+        structure,
+        getattr(stabilization, "iterations", 0),
+        getattr(stabilization, "tolerance", None),
+    )
     solver = options.solver
     if (
         isinstance(options.adjoint, diffrax.ForwardMode)
@@ -445,7 +453,9 @@ def _solve(mechanism, structure, q0, qd0, t0, t1, saveat, options: _Options) -> 
     if isinstance(stabilization, Projection):
         # Dense output between steps is interpolated: project it onto the manifold too.
         q, qd = _map_saved(
-            lambda t, q_, qd_: _split(project(t, jnp.concatenate([q_, qd_]), (params, ok)), q_.size),
+            lambda t, q_, qd_: _split(
+                project(t, jnp.concatenate([q_, qd_]), (params, ok)), q_.size
+            ),
             ts,
             q,
             qd,

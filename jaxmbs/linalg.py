@@ -181,11 +181,7 @@ def block_tridiagonal_solve(factor: BlockTridiagonalFactor, b: Array) -> Array:
         b_l = jnp.sum(W_l * w_b[..., None], axis=-2)  # W_lᵀ w_b
         b_r = jnp.sum(W_r * w_b[..., None], axis=-2)
         reduced.append((b, w_b))
-        b = (
-            b[0::2]
-            - jnp.concatenate([b_l, zero])[:n_even]
-            - jnp.concatenate([zero, b_r])[:n_even]
-        )
+        b = b[0::2] - jnp.concatenate([b_l, zero])[:n_even] - jnp.concatenate([zero, b_r])[:n_even]
     L = factor.last
     if L.shape[-1] > MAX_BLOCK:
         x = jsl.cho_solve((L, True), b[0])[None]

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import diffrax
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
@@ -45,20 +46,30 @@ def project_positions(
     q: Coordinates,
     params: Params,
     iterations: int = 2,
+    tolerance: float | None = None,
 ) -> Coordinates:
     """Newton–Raphson projection of q onto Φ(q, t) = 0 (M-weighted minimum-norm steps).
 
-    Uses the independent holonomic rows only, so redundant constraints are harmless.
+    Uses the independent holonomic rows only, so redundant constraints are harmless. With a
+    `tolerance`, the iterations run only when max |Φ| exceeds it (`lax.cond`: skipped work
+    in a single run; under `vmap` both branches are evaluated and selected per sample).
     """
     if structure.rank_holonomic == 0:
         return q
     rows = jnp.asarray(structure.independent_holonomic_rows)
-    M_factor = jsl.cho_factor(mechanism.mass_matrix(q, params), lower=True)
-    for _ in range(iterations):
-        phi = position_residual(mechanism, t, q, params)[rows]
-        jac = constraint_jacobian(mechanism, t, q, params)[rows]
-        q = q + _weighted_correction(M_factor, jac, phi)
-    return q
+
+    def newton(q):
+        M_factor = jsl.cho_factor(mechanism.mass_matrix(q, params), lower=True)
+        for _ in range(iterations):
+            phi = position_residual(mechanism, t, q, params)[rows]
+            jac = constraint_jacobian(mechanism, t, q, params)[rows]
+            q = q + _weighted_correction(M_factor, jac, phi)
+        return q
+
+    if tolerance is None:
+        return newton(q)
+    drift = jnp.max(jnp.abs(position_residual(mechanism, t, q, params)[rows]))
+    return jax.lax.cond(drift > tolerance, newton, lambda q: q, q)
 
 
 def project_velocities(
@@ -115,10 +126,14 @@ class Projection(AbstractStabilization):
 
     - `iterations`: Newton iterations per projection (quadratic convergence: from a step's
       local error, two take Φ to round-off).
+    - `tolerance`: run the Newton iterations only when max |Φ| exceeds it (the paper's
+      variant, Pękal–Frączek 2016 §2); `None` (default): after every step. The velocity
+      projection (exact, one linear solve) always runs.
     """
 
     name: ClassVar[str] = "projection"
     iterations: int = eqx.field(default=2, static=True)
+    tolerance: float | None = eqx.field(default=None, static=True)
 
     def wrap_solver(self, solver, project):
         return ProjectedSolver(solver, project)
@@ -191,8 +206,8 @@ def get_stabilization(stabilization: str | AbstractStabilization) -> AbstractSta
         ) from None
 
 
-def project_state(mechanism, structure, iterations: int, t, y, params):
+def project_state(mechanism, structure, iterations: int, t, y, params, tolerance=None):
     """Project a state (q, q̇) onto the position and velocity constraint manifolds."""
     q, qd = y
-    q = project_positions(mechanism, structure, t, q, params, iterations)
+    q = project_positions(mechanism, structure, t, q, params, iterations, tolerance)
     return q, project_velocities(mechanism, structure, t, q, qd, params)

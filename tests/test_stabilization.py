@@ -51,3 +51,23 @@ def test_drift_without_and_with_baumgarte(case):
     assert float(jnp.max(baumgarte.position_residual)) < 0.1 * drift_free
     assert float(jnp.max(projected.position_residual)) < 1e-12
     assert np.all(np.isfinite(np.asarray(baumgarte.q)))
+
+
+def test_projection_with_a_tolerance_projects_only_beyond_it():
+    """Newton–Raphson only where max |Φ| > tolerance: the residual stays below the tolerance
+    but is no longer driven to round-off after every step; steps are unchanged."""
+    mech = fourbar.fourbar()
+    q0, qd0 = fourbar.initial_state(mech)
+    ts = np.linspace(0.0, 5.0, 201)
+
+    def residual(stabilization):
+        sol = jaxmbs.simulate(
+            mech, q0, qd0, (0.0, 5.0), saveat=ts, stabilization=stabilization, rtol=1e-7, atol=1e-7
+        )
+        return float(jnp.max(sol.position_residual)), int(sol.stats["num_steps"])
+
+    always, steps_always = residual(jaxmbs.Projection())
+    lazy, steps_lazy = residual(jaxmbs.Projection(tolerance=1e-8))
+    assert always < 1e-13
+    assert 1e-12 < lazy <= 1e-8
+    assert steps_lazy == pytest.approx(steps_always, rel=0.05)
