@@ -122,7 +122,7 @@ def single_runs(links=(5, 50), methods=("qr", "banded"), repeats=5) -> list[dict
     return rows
 
 
-def batch_vs_loop(batch=1024, method="banded", chunk=256, loop_sample=128) -> dict:
+def batch_vs_loop(batch=1024, method="banded", chunk=128, loop_sample=128) -> dict:
     """vmap over `batch` crank speeds (in chunks of `chunk`) vs single jitted runs.
 
     The loop time is the mean of `loop_sample` single runs spread over the same speeds,
