@@ -26,10 +26,12 @@ def dense_jacobian(mech, t, q):
 
 @pytest.mark.parametrize(
     "build, initial",
-    [(fourbar.fourbar, fourbar.initial_state),
-     (lambda: fourbar.fourbar(redundant=True), fourbar.initial_state),
-     (lambda: chain.chain(30), chain.initial_state),
-     (mobile_robot.mobile_robot, mobile_robot.initial_state)],  # fmt: skip
+    [
+        (fourbar.fourbar, fourbar.initial_state),
+        (lambda: fourbar.fourbar(redundant=True), fourbar.initial_state),
+        (lambda: chain.chain(30), chain.initial_state),
+        (mobile_robot.mobile_robot, mobile_robot.initial_state),
+    ],
     ids=["fourbar", "fourbar-redundant", "chain30", "mobile-robot"],
 )
 def test_compressed_jacobian_equals_dense(build, initial):
