@@ -227,3 +227,22 @@ def gradient_cost(method="banded", t1=1.0, repeats=5) -> dict:
             np.max(np.abs(g_rev - g_fd)) / np.max(np.abs(g_rev))
         ),
     }
+
+
+def plain_compile_times(method="qr") -> dict:
+    """Compile times of the plain path (the configuration of the single-run rows: no
+    stabilisation, no rank check, given q0): forward solve and reverse-mode gradient of the
+    four-bar's final crank angle w.r.t. the initial crank speed."""
+    mech = fourbar.fourbar()
+    q0, unit_qd = fourbar.initial_state(mech, np.pi / 3, 1.0)
+
+    def crank_angle(speed):
+        sol = jaxmbs.simulate(
+            mech, q0, speed * unit_qd, (0.0, 1.0), method=method, rtol=TOL, atol=TOL,
+            stabilization="none", check_rank=False,
+        )  # fmt: skip
+        return sol.q[-1, 2]
+
+    _, forward = compiled(crank_angle, 2.0)
+    _, reverse = compiled(jax.grad(crank_angle), 2.0)
+    return {"method": method, "compile_forward_s": forward, "compile_reverse_s": reverse}
