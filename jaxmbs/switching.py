@@ -50,6 +50,7 @@ from .integrate import (
     _rhs_evaluations,
 )
 from .kinematics import constraint_jacobian, position_residual, velocity_residual
+from .stabilization import DelegatingSolver
 from .structure import Structure
 
 
@@ -114,7 +115,7 @@ def get_switching(switching: bool | Switching) -> Switching:
     raise ValueError(f"switching must be a bool or a jaxmbs.Switching, got {switching!r}")
 
 
-class SwitchingSolver(diffrax.AbstractWrappedSolver):
+class SwitchingSolver(DelegatingSolver):
     """A diffrax solver that may re-express its state in other coordinates after each step.
 
     `switch(t1, y1, args) -> (y1', switched)` maps the end state of a step to its (possibly
@@ -122,29 +123,7 @@ class SwitchingSolver(diffrax.AbstractWrappedSolver):
     that the next step re-evaluates its first stage, and the number of switches.
     """
 
-    solver: diffrax.AbstractSolver
     switch: Callable  # a Module holding the mechanism: equal instances reuse compilations
-
-    @property
-    def term_structure(self):
-        return self.solver.term_structure
-
-    @property
-    def interpolation_cls(self):  # pyright: ignore
-        return self.solver.interpolation_cls
-
-    @property
-    def term_compatible_contr_kwargs(self):
-        return self.solver.term_compatible_contr_kwargs
-
-    def order(self, terms):
-        return self.solver.order(terms)
-
-    def strong_order(self, terms):
-        return self.solver.strong_order(terms)
-
-    def error_order(self, terms):
-        return self.solver.error_order(terms)
 
     def init(self, terms, t0, t1, y0, args):
         inner = self.solver.init(terms, t0, t1, y0, args)
@@ -158,9 +137,6 @@ class SwitchingSolver(diffrax.AbstractWrappedSolver):
         y1, switched = self.switch(t1, y1, args)
         count = count + switched.astype(count.dtype)
         return y1, y_error, dense_info, (inner, switched, count), result
-
-    def func(self, terms, t0, y0, args):
-        return self.solver.func(terms, t0, y0, args)
 
 
 def state_norm(y) -> Array:
