@@ -12,15 +12,92 @@ Shapes: matrices `(..., w, w)`, right-hand sides `(..., w, k)`.
 
 from __future__ import annotations
 
+import functools
+import operator
 from typing import NamedTuple
 
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
+import numpy as np
+from jax import lax
 
 from ._types import Array
 from .sparsity import MAX_BLOCK
 
+#: Most contiguous pieces that `take` assembles from slices before it falls back to a gather.
+MAX_PIECES = 16
+
 Entries = list  # a w×w matrix as nested lists of arrays of the batch shape (None: zero)
+
+
+def take(x: Array, *index: np.ndarray) -> Array:
+    """x[index] for static integer index arrays (broadcast together) over x's leading axes;
+    out-of-range entries read zero (like `x.at[index].get(mode="fill", fill_value=0)`).
+
+    XLA's CPU gather goes element by element and does not fuse; the index maps of a
+    structure (rows in reverse order, the diagonal of a diagonal M, a coordinate's block) are
+    mostly a few runs with a constant stride, which become strided slices (fused with their
+    neighbours, vectorised under `vmap`). Only an index of more than `MAX_PIECES` runs is
+    gathered.
+    """
+    index = np.broadcast_arrays(*(np.asarray(i, dtype=int) for i in index))
+    lead = x.shape[: len(index)]
+    valid = np.ones(index[0].shape, dtype=bool)
+    for i, size in zip(index, lead, strict=True):
+        valid &= (i >= 0) & (i < size)
+    linear = np.where(
+        valid, np.ravel_multi_index(tuple(np.where(valid, i, 0) for i in index), lead), -1
+    )
+    flat = x.reshape(-1, *x.shape[len(index) :])
+    pieces = _runs(linear.reshape(-1))
+    if len(pieces) > MAX_PIECES:
+        outside = np.where(linear < 0, flat.shape[0], linear)
+        return flat.at[outside].get(mode="fill", fill_value=0.0)
+    parts = []
+    for start, stop, step in pieces:
+        count = stop - start
+        first = int(linear.reshape(-1)[start])
+        if first < 0:
+            parts.append(jnp.zeros((count, *flat.shape[1:]), x.dtype))
+        elif step >= 0:
+            end = first + step * (count - 1) + 1
+            parts.append(lax.slice_in_dim(flat, first, end, max(step, 1)))
+        else:
+            last = first + step * (count - 1)
+            parts.append(lax.rev(lax.slice_in_dim(flat, last, first + 1, -step), (0,)))
+    out = parts[0] if len(parts) == 1 else jnp.concatenate(parts)
+    return out.reshape(*linear.shape, *flat.shape[1:])
+
+
+def _runs(linear: np.ndarray) -> list[tuple[int, int, int]]:
+    """Split a flat index into (start, stop, step) runs of constant stride (−1 entries: zero
+    runs; a run of one entry has step 0)."""
+    runs: list[tuple[int, int, int]] = []
+    start = 0
+    while start < linear.size:
+        stop, step = start + 1, 0
+        if linear[start] < 0:
+            while stop < linear.size and linear[stop] < 0:
+                stop += 1
+        elif (
+            start + 1 < linear.size
+            and linear[start + 1] >= 0
+            and linear[start + 1] != linear[start]
+        ):
+            step = int(linear[start + 1] - linear[start])
+            while (
+                stop < linear.size and linear[stop] >= 0 and linear[stop] - linear[stop - 1] == step
+            ):
+                stop += 1
+        runs.append((start, stop, step))
+        start = stop
+    return runs
+
+
+def _materialized(x: Array) -> Array:
+    """x computed once and stored: an optimisation barrier keeps XLA from fusing (and so
+    recomputing) the unrolled expression of every entry into each of its many users."""
+    return lax.optimization_barrier(x)
 
 
 def _unpack(A: Array, trailing: bool = False) -> Entries:
@@ -83,7 +160,27 @@ def cholesky(A: Array) -> Array:
     """Lower Cholesky factor L of symmetric positive definite matrices, A = L Lᵀ."""
     if A.shape[-1] > MAX_BLOCK:
         return jnp.linalg.cholesky(A)
-    return _pack(_cholesky(_unpack(A)), A[..., 0, 0])
+    return _materialized(_pack(_cholesky(_unpack(A)), A[..., 0, 0]))
+
+
+def cho_factor(A: Array) -> Array | Entries:
+    """Cholesky factor of symmetric positive definite A (..., w, w) for `cho_solve`.
+
+    For w ≤ `MAX_BLOCK` the factor stays as unrolled entries (a nested list of arrays of the
+    batch shape): packing them back into a matrix is a concatenation, which XLA's CPU
+    backend copies element by element, and `cho_solve` reads the entries directly.
+    """
+    if A.shape[-1] > MAX_BLOCK:
+        return jnp.linalg.cholesky(A)
+    return _materialized(_cholesky(_unpack(A)))
+
+
+def cho_solve(L: Array | Entries, b: Array) -> Array:
+    """x with A x = b (b: (..., w)) from the factor of `cho_factor`."""
+    if not isinstance(L, list):
+        return jsl.cho_solve((L, True), b[..., None])[..., 0]
+    y = _solve_lower(L, [b[..., i] for i in range(b.shape[-1])])
+    return jnp.stack(_solve_lower_transpose(L, y), axis=-1)
 
 
 def solve_lower(L: Array, B: Array) -> Array:
@@ -91,7 +188,7 @@ def solve_lower(L: Array, B: Array) -> Array:
     if L.shape[-1] > MAX_BLOCK:
         return jsl.solve_triangular(L, B, lower=True)
     b = [B[..., i, :] for i in range(B.shape[-2])]
-    return jnp.stack(_solve_lower(_unpack(L, trailing=True), b), axis=-2)
+    return _materialized(jnp.stack(_solve_lower(_unpack(L, trailing=True), b), axis=-2))
 
 
 def solve_lower_transpose(L: Array, B: Array) -> Array:
@@ -99,12 +196,40 @@ def solve_lower_transpose(L: Array, B: Array) -> Array:
     if L.shape[-1] > MAX_BLOCK:
         return jsl.solve_triangular(L, B, lower=True, trans="T")
     b = [B[..., i, :] for i in range(B.shape[-2])]
-    return jnp.stack(_solve_lower_transpose(_unpack(L, trailing=True), b), axis=-2)
+    return _materialized(jnp.stack(_solve_lower_transpose(_unpack(L, trailing=True), b), axis=-2))
+
+
+def unrolled_sum(x: Array, axis: int) -> Array:
+    """Sum over one (short) axis as a chain of additions of slices.
+
+    A `jnp.sum` of a product is recognised by XLA's CPU backend as a contraction and handed
+    to a library kernel, which costs far more than the arithmetic on small, batched
+    operands; additions of slices fuse with their neighbours and vectorise over the batch.
+    """
+    axis = axis % x.ndim
+    parts = [lax.index_in_dim(x, k, axis, keepdims=False) for k in range(x.shape[axis])]
+    return functools.reduce(operator.add, parts)
 
 
 def gram(A: Array, B: Array) -> Array:
-    """A Bᵀ as an elementwise product and sum (vectorises over leading axes)."""
-    return jnp.sum(A[..., :, None, :] * B[..., None, :, :], axis=-1)
+    """A Bᵀ as a sum of outer products of columns, Σ_k a_k b_kᵀ: elementwise operations that
+    fuse into one kernel and vectorise over leading (batch) axes (a reduction would be
+    handed to a library kernel, the full product A[:, None] * B[None] stored first)."""
+    terms = [A[..., :, None, k] * B[..., None, :, k] for k in range(A.shape[-1])]
+    return _materialized(functools.reduce(operator.add, terms))
+
+
+#: Largest A Bᵀ (counted in scalar products) that `product_transpose` forms elementwise.
+SMALL_PRODUCT = 4096
+
+
+def product_transpose(A: Array, B: Array) -> Array:
+    """A Bᵀ: elementwise (`gram`, fused with its neighbours) when small, else a library
+    product. On CPU a library product of an 8×9 matrix costs a microsecond of call
+    overhead, most of a small mechanism's right-hand side."""
+    if A.shape[-2] * B.shape[-2] * A.shape[-1] <= SMALL_PRODUCT:
+        return gram(A, B)
+    return A @ _transpose(B)
 
 
 def _transpose(A: Array) -> Array:
@@ -178,8 +303,8 @@ def block_tridiagonal_solve(factor: BlockTridiagonalFactor, b: Array) -> Array:
         n_odd, n_even = L_o.shape[0], b.shape[0] - L_o.shape[0]
         w_b = solve_lower(L_o, b[1::2, :, None])[..., 0]
         zero = jnp.zeros((1, b.shape[1]), b.dtype)
-        b_l = jnp.sum(W_l * w_b[..., None], axis=-2)  # W_lᵀ w_b
-        b_r = jnp.sum(W_r * w_b[..., None], axis=-2)
+        b_l = unrolled_sum(W_l * w_b[..., None], -2)  # W_lᵀ w_b
+        b_r = unrolled_sum(W_r * w_b[..., None], -2)
         reduced.append((b, w_b))
         b = b[0::2] - jnp.concatenate([b_l, zero])[:n_even] - jnp.concatenate([zero, b_r])[:n_even]
     L = factor.last
@@ -190,8 +315,8 @@ def block_tridiagonal_solve(factor: BlockTridiagonalFactor, b: Array) -> Array:
     for (L_o, W_l, W_r), (_, w_b) in zip(reversed(factor.levels), reversed(reduced), strict=True):
         n_odd = L_o.shape[0]
         x_right = jnp.concatenate([x[1:], jnp.zeros_like(x[:1])])[:n_odd]
-        rhs = w_b - jnp.sum(W_l * x[:n_odd, None, :], axis=-1)
-        rhs = rhs - jnp.sum(W_r * x_right[:, None, :], axis=-1)
+        rhs = w_b - unrolled_sum(W_l * x[:n_odd, None, :], -1)
+        rhs = rhs - unrolled_sum(W_r * x_right[:, None, :], -1)
         x = _interleave(x, solve_lower_transpose(L_o, rhs[..., None])[..., 0])
     return x
 
