@@ -45,7 +45,7 @@ class RangeSpaceFactor(NamedTuple):
 
 def _gather(x: Array, *index) -> Array:
     """x[index] with out-of-range indices (padding) reading zero."""
-    return x.at[index].get(mode="fill", fill_value=0.0)
+    return linalg.take(x, *index)
 
 
 def _mass_blocks(plan: BandPlan, M: Array) -> Array:
@@ -58,8 +58,8 @@ def _mass_blocks(plan: BandPlan, M: Array) -> Array:
 def mass_matvec(plan: BandPlan, M: Array, x: Array) -> Array:
     """M x from the diagonal blocks of M only (O(n b))."""
     x_b = _gather(x, plan.mass_blocks)
-    y = jnp.sum(_mass_blocks(plan, M) * x_b[:, None, :], axis=-1)
-    return y[plan.block_of, plan.slot_of]
+    y = linalg.unrolled_sum(_mass_blocks(plan, M) * x_b[:, None, :], -1)
+    return linalg.take(y, plan.block_of, plan.slot_of)
 
 
 def _times_mass_factor_inverse(L_m: Array, C_b: Array) -> Array:
@@ -76,8 +76,10 @@ def factor(plan: BandPlan, M: Array, C: Array) -> RangeSpaceFactor:
         rows = plan.rows[0]
         C_b = _gather(C, rows[:, None, None], plan.mass_blocks[None])  # (r, nMb, b)
         G = _times_mass_factor_inverse(L_m, C_b).reshape(rows.shape[0], -1)
-        A = G @ G.T + jnp.diag(jnp.asarray(plan.padded[0], M.dtype))  # padding: r = 0
-        return RangeSpaceFactor(L_m, G, linalg.cholesky(A))
+        A = linalg.product_transpose(G, G) + jnp.diag(
+            jnp.asarray(plan.padded[0], M.dtype)
+        )  # padding: r = 0
+        return RangeSpaceFactor(L_m, G, linalg.cho_factor(A))
     L_w = jnp.concatenate([L_m, jnp.eye(L_m.shape[-1], dtype=M.dtype)[None]])[plan.windows]
 
     def window(rows):  # (nb, w) rows on each block's window of columns -> (nb, w, Wb·b)
@@ -95,16 +97,20 @@ def solve(plan: BandPlan, f: RangeSpaceFactor, Q: Array, gamma: Array) -> tuple[
     nb, w = plan.rows.shape
     g = _gather(gamma, plan.rows)
     if nb == 1:
-        rhs = (f.G @ z.reshape(-1) - g[0])[:, None]
-        lam = linalg.solve_lower_transpose(f.schur, linalg.solve_lower(f.schur, rhs))[None, :, 0]
-        G_t_lam = (f.G.T @ lam[0]).reshape(z.shape)
+        rhs = linalg.unrolled_sum(f.G * z.reshape(-1), -1) - g[0]
+        lam = linalg.cho_solve(f.schur, rhs)[None]
+        G_t_lam = linalg.unrolled_sum(f.G * lam[0][:, None], 0).reshape(z.shape)
     else:
         z_w = jnp.concatenate([z, jnp.zeros_like(z[:1])])[plan.windows].reshape(nb, -1)
-        rhs = jnp.sum(f.G * z_w[:, None, :], axis=-1) - g
+        rhs = linalg.unrolled_sum(f.G * z_w[:, None, :], -1) - g
         lam = linalg.block_tridiagonal_solve(f.schur, rhs)
-        per_window = jnp.sum(f.G * lam[..., None], axis=1).reshape(nb, -1, z.shape[-1])
+        per_window = linalg.unrolled_sum(f.G * lam[..., None], 1).reshape(nb, -1, z.shape[-1])
         G_t_lam = jnp.zeros((z.shape[0] + 1, z.shape[1]), z.dtype).at[plan.windows].add(per_window)
         G_t_lam = G_t_lam[:-1]
     qdd = linalg.solve_lower_transpose(f.mass, (z - G_t_lam)[..., None])[..., 0]
-    lam_all = jnp.zeros(gamma.shape[0], lam.dtype).at[plan.rows].set(lam, mode="drop")
-    return qdd[plan.block_of, plan.slot_of], lam_all
+    position = np.full(gamma.shape[0], lam.size)  # of each row in `plan.rows` (or none)
+    position[plan.rows[plan.rows < gamma.shape[0]]] = np.flatnonzero(
+        plan.rows.reshape(-1) < gamma.shape[0]
+    )
+    lam_all = linalg.take(lam.reshape(-1), position)
+    return linalg.take(qdd, plan.block_of, plan.slot_of), lam_all

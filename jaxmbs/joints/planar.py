@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import linalg
 from .._types import Array
 from ..mechanism import Mechanism
 from ._common import Spec, split_joints, value
@@ -41,14 +42,18 @@ def rotate(phi, v) -> Array:
 def points(q, bodies: np.ndarray, local: Array) -> Array:
     """Global positions of k points at once: `local` (k, 2) on `bodies` (k,), −1 for ground.
 
-    The vectorised form of `point`: one gather of the body frames and one elementwise
-    rotation, whatever k is, so a long chain costs a few fused kernels rather than a few per
-    joint.
+    The vectorised form of `point`: cos φ and sin φ once per body (held apart from their
+    users by an optimisation barrier, so that XLA does not recompute them inside every fused
+    consumer — once per Jacobian colour and point), static takes of the bodies' values
+    (ground reads x = y = 0, cos = 1, sin = 0) and one elementwise rotation, whatever k is.
     """
-    frames = jnp.concatenate([q.reshape(-1, 3), jnp.zeros((1, 3), q.dtype)])[bodies]
-    c, s = jnp.cos(frames[:, 2]), jnp.sin(frames[:, 2])
+    frames = q.reshape(-1, 3)
+    c, s = jax.lax.optimization_barrier((jnp.cos(frames[:, 2]), jnp.sin(frames[:, 2])))
+    index = np.where(bodies < 0, frames.shape[0], bodies)  # out of range: ground
+    x0, y0 = linalg.take(frames[:, 0], index), linalg.take(frames[:, 1], index)
+    c, s = linalg.take(c - 1.0, index) + 1.0, linalg.take(s, index)
     x, y = local[:, 0], local[:, 1]
-    return frames[:, :2] + jnp.stack([c * x - s * y, s * x + c * y], axis=1)
+    return jnp.stack([x0 + c * x - s * y, y0 + s * x + c * y], axis=1)
 
 
 def _body_indices(bodies) -> np.ndarray:
