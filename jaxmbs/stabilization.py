@@ -25,18 +25,44 @@ import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
+from . import banded
 from ._types import Array, Coordinates, Params, Velocities
 from .kinematics import constraint_jacobian, position_residual, velocity_residual
+from .sparsity import band_plan
 from .structure import Structure
 
 if TYPE_CHECKING:
     from .mechanism import Mechanism
 
 
-def _weighted_correction(M_factor, J: Array, residual: Array) -> Array:
-    """−M⁻¹Jᵀ(J M⁻¹ Jᵀ)⁻¹ residual: the M-weighted minimum-norm solution of J Δ = −residual."""
-    X = jsl.cho_solve(M_factor, J.T)
-    return -X @ jnp.linalg.solve(J @ X, residual)
+def _weighted_corrector(
+    mechanism: Mechanism, structure: Structure, rows: tuple[int, ...], q: Coordinates, params
+) -> Callable[[Array, Array], Array]:
+    """correct(J, residual) = −M⁻¹J_Rᵀ(J_R M⁻¹ J_Rᵀ)⁻¹ residual_R: the M-weighted
+    minimum-norm Δ with J_R Δ = −residual_R on the independent rows R, M taken at q.
+
+    With the structure's sparsity known this is the range-space solve of the `banded`
+    formulation with Q = 0 and Γ = −residual (`jaxmbs.banded`: block Cholesky factors of M,
+    small unrolled factorisations, no library calls for small mechanisms); else dense
+    Cholesky and LU solves.
+    """
+    M = mechanism.mass_matrix(q, params)
+    if structure.sparsity is not None:
+        plan = band_plan(structure.sparsity, rows)
+
+        def correct(J, residual):
+            factors = banded.factor(plan, M, J)
+            return banded.solve(plan, factors, jnp.zeros_like(q), -residual)[0]
+
+        return correct
+    M_factor = jsl.cho_factor(M, lower=True)
+    index = jnp.asarray(rows)
+
+    def correct(J, residual):
+        X = jsl.cho_solve(M_factor, J[index].T)
+        return -X @ jnp.linalg.solve(J[index] @ X, residual[index])
+
+    return correct
 
 
 def project_positions(
@@ -56,19 +82,18 @@ def project_positions(
     """
     if structure.rank_holonomic == 0:
         return q
-    rows = jnp.asarray(structure.independent_holonomic_rows)
+    rows = structure.independent_holonomic_rows
 
     def newton(q):
-        M_factor = jsl.cho_factor(mechanism.mass_matrix(q, params), lower=True)
+        correct = _weighted_corrector(mechanism, structure, rows, q, params)
         for _ in range(iterations):
-            phi = position_residual(mechanism, t, q, params)[rows]
-            jac = constraint_jacobian(mechanism, t, q, params)[rows]
-            q = q + _weighted_correction(M_factor, jac, phi)
+            phi = position_residual(mechanism, t, q, params)
+            q = q + correct(constraint_jacobian(mechanism, t, q, params), phi)
         return q
 
     if tolerance is None:
         return newton(q)
-    drift = jnp.max(jnp.abs(position_residual(mechanism, t, q, params)[rows]))
+    drift = jnp.max(jnp.abs(position_residual(mechanism, t, q, params)[jnp.asarray(rows)]))
     return jax.lax.cond(drift > tolerance, newton, lambda q: q, q)
 
 
@@ -78,11 +103,9 @@ def project_velocities(
     """Project q̇ onto C q̇ + b = 0 (holonomic and Pfaffian rows), M-weighted."""
     if structure.rank == 0:
         return qd
-    rows = jnp.asarray(structure.independent_rows)
-    M_factor = jsl.cho_factor(mechanism.mass_matrix(q, params), lower=True)
-    c = velocity_residual(mechanism, t, q, qd, params)[rows]
-    jac = constraint_jacobian(mechanism, t, q, params)[rows]
-    return qd + _weighted_correction(M_factor, jac, c)
+    correct = _weighted_corrector(mechanism, structure, structure.independent_rows, q, params)
+    c = velocity_residual(mechanism, t, q, qd, params)
+    return qd + correct(constraint_jacobian(mechanism, t, q, params), c)
 
 
 class AbstractStabilization(eqx.Module):
