@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -114,3 +115,26 @@ def solve(plan: BandPlan, f: RangeSpaceFactor, Q: Array, gamma: Array) -> tuple[
     )
     lam_all = linalg.take(lam.reshape(-1), position)
     return linalg.take(qdd, plan.block_of, plan.slot_of), lam_all
+
+
+def range_space_solve(
+    plan: BandPlan, M: Array, Q: Array, C: Array, gamma: Array
+) -> tuple[Array, Array]:
+    """q̈ and λ of M q̈ + C_Rᵀλ_R = Q, C_R q̈ = Γ_R (`factor`, then `solve`), with the
+    implicit derivative: differentiating the system gives the same one for (q̈', λ_R') with
+    right-hand sides (dQ − dM q̈ − dC_Rᵀλ_R, dΓ_R − dC_R q̈), one more `solve` with the same
+    factors instead of derivatives of the factorisation itself."""
+
+    @jax.custom_jvp
+    def solve_system(M, Q, C, gamma):
+        return solve(plan, factor(plan, M, C), Q, gamma)
+
+    @solve_system.defjvp
+    def solve_system_jvp(primals, tangents):
+        (M, Q, C, gamma), (dM, dQ, dC, dgamma) = primals, tangents
+        factors = factor(plan, M, C)
+        qdd, lam = solve(plan, factors, Q, gamma)
+        d_Q = dQ - mass_matvec(plan, dM, qdd) - dC.T @ lam
+        return (qdd, lam), solve(plan, factors, d_Q, dgamma - dC @ qdd)
+
+    return solve_system(M, Q, C, gamma)

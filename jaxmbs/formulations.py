@@ -371,21 +371,7 @@ class BandedWangHuston(AbstractFormulation):
     name: ClassVar[str] = "banded"
 
     def _solve(self, M, Q, C, gamma, structure):
-        plan = structure_band_plan(structure)
-
-        @jax.custom_jvp
-        def solve(M, Q, C, gamma):
-            return banded.solve(plan, banded.factor(plan, M, C), Q, gamma)
-
-        @solve.defjvp
-        def solve_jvp(primals, tangents):
-            (M, Q, C, gamma), (dM, dQ, dC, dgamma) = primals, tangents
-            factors = banded.factor(plan, M, C)
-            qdd, lam = banded.solve(plan, factors, Q, gamma)
-            d_Q = dQ - banded.mass_matvec(plan, dM, qdd) - dC.T @ lam
-            return (qdd, lam), banded.solve(plan, factors, d_Q, dgamma - dC @ qdd)
-
-        return solve(M, Q, C, gamma)
+        return banded.range_space_solve(structure_band_plan(structure), M, Q, C, gamma)
 
     def accelerations(self, M, Q, C, gamma, structure):
         return self._solve(M, Q, C, gamma, structure)[0]

@@ -51,8 +51,8 @@ def _weighted_corrector(
         plan = band_plan(structure.sparsity, rows)
 
         def correct(J, residual):
-            factors = banded.factor(plan, M, J)
-            return banded.solve(plan, factors, jnp.zeros_like(q), -residual)[0]
+            J = J[: residual.shape[0]]  # the rows of the residual (Φ: the holonomic ones)
+            return banded.range_space_solve(plan, M, jnp.zeros_like(q), J, -residual)[0]
 
         return correct
     M_factor = jsl.cho_factor(M, lower=True)
