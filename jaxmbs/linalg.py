@@ -22,7 +22,7 @@ import numpy as np
 from jax import lax
 
 from ._types import Array
-from .sparsity import MAX_BLOCK
+from .sparsity import MAX_BLOCK, SMALL_PRODUCT
 
 #: Most contiguous pieces that `take` assembles from slices before it falls back to a gather.
 MAX_PIECES = 16
@@ -217,10 +217,6 @@ def gram(A: Array, B: Array) -> Array:
     handed to a library kernel, the full product A[:, None] * B[None] stored first)."""
     terms = [A[..., :, None, k] * B[..., None, :, k] for k in range(A.shape[-1])]
     return _materialized(functools.reduce(operator.add, terms))
-
-
-#: Largest A Bᵀ (counted in scalar products) that `product_transpose` forms elementwise.
-SMALL_PRODUCT = 4096
 
 
 def product_transpose(A: Array, B: Array) -> Array:

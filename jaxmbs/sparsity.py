@@ -44,6 +44,10 @@ SAMPLES = 3
 #: Largest block of M or of the band handled by unrolled kernels (beyond: LAPACK).
 MAX_BLOCK = 16
 
+#: Largest matrix product (counted in scalar products) done elementwise, fused with its
+#: neighbours, rather than by a library call (`jaxmbs.linalg.product_transpose`).
+SMALL_PRODUCT = 4096
+
 #: Up to this many constraint rows, C M⁻¹ Cᵀ is factorised as one dense block (LAPACK).
 DENSE_ROWS = 24
 
@@ -109,11 +113,15 @@ class Sparsity:
         colours = np.asarray(self.colours, dtype=int)
         seeds = jnp.asarray(colours[None, :] == np.arange(self.n_colours)[:, None], x.dtype)
         _, probes = jax.vmap(lambda v: jax.jvp(fn, (x,), (v,)))(seeds)
-        # Each probe spread over its colour's columns: one fused select per colour rather than
-        # a gather (XLA's CPU gather goes element by element) or a product (a library call).
-        spread = sum(
-            jnp.where(colours == k, probes[k][:, None], 0.0) for k in range(self.n_colours)
-        )
+        # Each probe spread over its colour's columns, without a gather (XLA's CPU gather
+        # goes element by element): small Jacobians by one fused select per colour, large
+        # ones by the product probesᵀ seeds (a library call, cheaper than many selects).
+        if probes.size * self.n <= SMALL_PRODUCT:
+            spread = sum(
+                jnp.where(colours == k, probes[k][:, None], 0.0) for k in range(self.n_colours)
+            )
+        else:
+            spread = probes.T @ seeds
         return jnp.where(self.jacobian_pattern, spread, 0.0)
 
 
