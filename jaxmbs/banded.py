@@ -44,21 +44,16 @@ class RangeSpaceFactor(NamedTuple):
     schur: Array | linalg.BlockTridiagonalFactor
 
 
-def _gather(x: Array, *index) -> Array:
-    """x[index] with out-of-range indices (padding) reading zero."""
-    return linalg.take(x, *index)
-
-
 def _mass_blocks(plan: BandPlan, M: Array) -> Array:
     """The diagonal blocks of M (identity on padding slots), shape (nMb, b, b)."""
     blocks = plan.mass_blocks
     pad = (blocks == M.shape[0])[:, :, None] * np.eye(blocks.shape[1])
-    return _gather(M, blocks[:, :, None], blocks[:, None, :]) + jnp.asarray(pad, M.dtype)
+    return linalg.take(M, blocks[:, :, None], blocks[:, None, :]) + jnp.asarray(pad, M.dtype)
 
 
 def mass_matvec(plan: BandPlan, M: Array, x: Array) -> Array:
     """M x from the diagonal blocks of M only (O(n b))."""
-    x_b = _gather(x, plan.mass_blocks)
+    x_b = linalg.take(x, plan.mass_blocks)
     y = linalg.unrolled_sum(_mass_blocks(plan, M) * x_b[:, None, :], -1)
     return linalg.take(y, plan.block_of, plan.slot_of)
 
@@ -75,7 +70,7 @@ def factor(plan: BandPlan, M: Array, C: Array) -> RangeSpaceFactor:
     nb, w = plan.rows.shape
     if nb == 1:
         rows = plan.rows[0]
-        C_b = _gather(C, rows[:, None, None], plan.mass_blocks[None])  # (r, nMb, b)
+        C_b = linalg.take(C, rows[:, None, None], plan.mass_blocks[None])  # (r, nMb, b)
         G = _times_mass_factor_inverse(L_m, C_b).reshape(rows.shape[0], -1)
         A = linalg.product_transpose(G, G) + jnp.diag(
             jnp.asarray(plan.padded[0], M.dtype)
@@ -84,7 +79,7 @@ def factor(plan: BandPlan, M: Array, C: Array) -> RangeSpaceFactor:
     L_w = jnp.concatenate([L_m, jnp.eye(L_m.shape[-1], dtype=M.dtype)[None]])[plan.windows]
 
     def window(rows):  # (nb, w) rows on each block's window of columns -> (nb, w, Wb·b)
-        C_w = _gather(C, rows[:, :, None, None], plan.columns[:, None])
+        C_w = linalg.take(C, rows[:, :, None, None], plan.columns[:, None])
         return _times_mass_factor_inverse(L_w[:, None], C_w).reshape(nb, w, -1)
 
     G, G_next = window(plan.rows), window(plan.next_rows)
@@ -94,9 +89,9 @@ def factor(plan: BandPlan, M: Array, C: Array) -> RangeSpaceFactor:
 
 def solve(plan: BandPlan, f: RangeSpaceFactor, Q: Array, gamma: Array) -> tuple[Array, Array]:
     """q̈ and λ (zero on the rows outside the plan) for the right-hand sides (Q, Γ)."""
-    z = linalg.solve_lower(f.mass, _gather(Q, plan.mass_blocks)[..., None])[..., 0]
+    z = linalg.solve_lower(f.mass, linalg.take(Q, plan.mass_blocks)[..., None])[..., 0]
     nb, w = plan.rows.shape
-    g = _gather(gamma, plan.rows)
+    g = linalg.take(gamma, plan.rows)
     if nb == 1:
         rhs = linalg.unrolled_sum(f.G * z.reshape(-1), -1) - g[0]
         lam = linalg.cho_solve(f.schur, rhs)[None]
