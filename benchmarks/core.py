@@ -122,56 +122,67 @@ def single_runs(links=(5, 50), methods=("qr", "banded"), repeats=5) -> list[dict
     return rows
 
 
-def batch_vs_loop(batch=1024, method="banded", chunk=None, loop_sample=128) -> dict:
-    """vmap over `batch` crank speeds (in chunks of `chunk`, default the whole batch) vs
-    single jitted runs.
+def batch_vs_loop(batch=1024, method="banded", loop_sample=64, rounds=3) -> dict:
+    """`jaxmbs.monte_carlo` over `batch` crank speeds, one vmapped chunk, against single
+    jitted runs of the same speeds.
 
-    One chunk of 1024 costs 6.2 ms per trajectory on the 2-core CPU, chunks of 256 8.4 ms,
-    of 128 10.7 ms: every iteration of the batched solver loop has a fixed cost, shared by
-    the samples of a chunk. (The hangs of large vmapped chunks noted in `jaxmbs.batch` were
-    in batched LAPACK kernels; the `banded` four-bar calls none.)
+    The chunk is sharded over every local device (on CPU: the cores, when the process
+    exposes them as devices with `jax_num_cpu_devices`, as `python -m benchmarks` does) and,
+    for comparison, run on one device. On the 2-core CPU one device gains ~5× from vmap; the
+    second core is used only as a second device: XLA's intra-op splitting of the batched
+    kernels across threads costs more than it gains at these sizes.
 
-    The loop time is the mean of `loop_sample` single runs spread over the same speeds,
-    times `batch` (a loop of all of them takes minutes and says nothing more).
+    Rounds interleave the batch and `loop_sample` single runs (spread over the same speeds;
+    the loop time is their mean times `batch`), so a slow phase of a shared machine affects
+    both sides; the medians over `rounds` are compared.
     """
     mech = fourbar.fourbar()
     q0, unit_qd = fourbar.initial_state(mech, np.pi / 3, 1.0)
-    speeds = jnp.linspace(-4.0, 4.0, batch)
+    speeds = np.linspace(-4.0, 4.0, batch)
+    options = dict(method=method, rtol=TOL, atol=TOL, stabilization="none", check_rank=False)
 
     def run(speed):
-        sol = jaxmbs.simulate(
-            mech, q0, speed * unit_qd, (0.0, T1), method=method, rtol=TOL, atol=TOL,
-            stabilization="none", check_rank=False, throw=False,
+        return jaxmbs.simulate(mech, q0, speed * unit_qd, (0.0, T1), throw=False, **options).q[-1]
+
+    def final_state(sol):  # one function object: a new one would recompile the chunk
+        return sol.q[-1]
+
+    def monte_carlo(devices):
+        return jaxmbs.monte_carlo(
+            mech, {"qd0": speeds[:, None] * np.asarray(unit_qd)[None]}, (0.0, T1), q0=q0,
+            vectorize=True, devices=devices, keep_solutions=False,
+            response=final_state, **options,
         )  # fmt: skip
-        return sol.q[-1], sol.stats["num_steps"]
 
     single, _ = compiled(run, speeds[0])
-    chunk = batch if chunk is None else min(chunk, batch)
-    batched, compile_batch = compiled(jax.vmap(run), speeds[:chunk])
-
-    def run_batch():
-        return [batched(speeds[i : i + chunk]) for i in range(0, batch, chunk)]
-
-    run_batch()
-    t_batch = median_time(run_batch, 3)
     sample = np.linspace(0, batch - 1, loop_sample).astype(int)
-    start = time.perf_counter()
-    loop = [jax.block_until_ready(single(speeds[i])) for i in sample]
-    t_loop = (time.perf_counter() - start) / loop_sample * batch
-    out = run_batch()
-    q_batch = jnp.concatenate([o[0] for o in out])[sample]
-    steps = jnp.concatenate([o[1] for o in out])
+    device_sets = {"all": jax.local_devices(), "one": jax.local_devices()[:1]}
+    compile_s = {}
+    for name, devices in device_sets.items():
+        compile_s[name] = monte_carlo(devices).timings["first_chunk_s"]
+    times = {"loop": [], "all": [], "one": []}
+    for _ in range(rounds):
+        for name, devices in device_sets.items():
+            out = monte_carlo(devices)
+            times[name].append(out.timings["total_s"])
+        start = time.perf_counter()
+        loop = [jax.block_until_ready(single(speeds[i])) for i in sample]
+        times["loop"].append((time.perf_counter() - start) / loop_sample * batch)
+    t = {name: statistics.median(v) for name, v in times.items()}
+    steps = out.diagnostics["num_steps"]
     return {
         "batch": batch,
-        "chunk": chunk,
         "method": method,
-        "batch_s": t_batch,
-        "loop_s": t_loop,
-        "speedup": t_loop / t_batch,
-        "compile_batch_s": compile_batch,
-        "steps_mean": float(jnp.mean(steps)),
-        "steps_max": int(jnp.max(steps)),
-        "max_difference": float(jnp.max(jnp.abs(jnp.stack([q for q, _ in loop]) - q_batch))),
+        "devices": len(device_sets["all"]),
+        "batch_s": t["all"],
+        "batch_one_device_s": t["one"],
+        "loop_s": t["loop"],
+        "speedup": t["loop"] / t["all"],
+        "speedup_one_device": t["loop"] / t["one"],
+        "compile_batch_s": compile_s["all"],
+        "steps_mean": float(np.mean(steps)),
+        "steps_max": int(np.max(steps)),
+        "max_difference": float(np.max(np.abs(np.stack(loop) - out.responses[sample]))),
     }
 
 

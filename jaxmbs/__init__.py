@@ -10,6 +10,7 @@ from . import joints as joints
 from . import nullspace as nullspace
 from .assembly import assemble as assemble
 from .batch import MonteCarloResult as MonteCarloResult
+from .batch import lapack_free as lapack_free
 from .batch import monte_carlo as monte_carlo
 from .batch import process_share as process_share
 from .batch import summarize as summarize

@@ -64,9 +64,15 @@ def _times_mass_factor_inverse(L_m: Array, C_b: Array) -> Array:
     return linalg.solve_lower(L, C_b[..., None])[..., 0]
 
 
+def mass_factor(plan: BandPlan, M: Array) -> Array:
+    """Cholesky factors of the diagonal blocks of M, shape (nMb, b, b) (not finite where M
+    is not positive definite)."""
+    return linalg.cholesky(_mass_blocks(plan, M))
+
+
 def factor(plan: BandPlan, M: Array, C: Array) -> RangeSpaceFactor:
     """Factorise M (block by block) and A = G Gᵀ on the plan's rows of C."""
-    L_m = linalg.cholesky(_mass_blocks(plan, M))
+    L_m = mass_factor(plan, M)
     nb, w = plan.rows.shape
     if nb == 1:
         rows = plan.rows[0]

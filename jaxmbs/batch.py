@@ -18,16 +18,26 @@ process its share of the batch with [`jaxmbs.process_share`][] and run `monte_ca
 slice says where each share belongs). No communication between hosts is needed: the
 samples are independent.
 
-**vmap or map.** On accelerators the samples of a chunk are vmapped. On CPU they run one
-after another inside the compiled chunk (`lax.map`, `vectorize=False`) by default: vmap
-gains little there (batched QR and triangular solves are loops; the batch also waits for
-its slowest sample), and with jaxlib 0.10.2 on a 2-core CPU vmapped chunks of 128 and 256
-four-bar samples sometimes never finished — a native stack showed a batched QR and a
-batched triangular solve both waiting in `ParallelBatchMap` on XLA's intra-op thread pool;
-`XLA_FLAGS=--xla_cpu_multi_thread_eigen=false` did not help. Mechanisms whose `banded`
-kernels call no LAPACK routine (small blocks: the four-bar, short chains) do gain from vmap
-on CPU: one vmapped chunk of 1024 four-bars runs 4.9× faster than single runs
-(`benchmarks/README.md`); pass `vectorize=True` and a large `chunk_size` there.
+**vmap or map.** On accelerators the samples of a chunk are vmapped. On CPU they are
+vmapped only when a sample calls no LAPACK routine (`lapack_free`: the `banded`
+formulation on small blocks, an explicit solver, a rank check on at most 16 rows, no
+redundant rows), and otherwise run one after another inside the compiled chunk
+(`lax.map`). A batched LAPACK call on CPU is a loop over the matrices, and with jaxlib
+0.10.2 two of them can deadlock: a native stack of a hung 2-core run showed two batched QR
+factorisations (once a QR and a triangular solve), each holding one of the two threads of
+XLA's intra-op pool and waiting in `ParallelBatchMap` for the other. The `banded` kernels
+are unrolled elementwise code instead, vectorised across the samples: one vmapped chunk of
+1024 four-bars runs ~5× faster than single runs on one core.
+
+**CPU cores as devices.** JAX exposes one CPU device by default, and a vmapped chunk then
+runs on one core (XLA's splitting of single kernels over threads gains nothing at these
+sizes). Make every core a device before the first JAX computation,
+
+    jax.config.update("jax_num_cpu_devices", os.cpu_count())
+
+and `monte_carlo` shards each chunk over them: on the 2-core CPU a chunk of 1024 four-bars
+then runs ~10× faster than the single runs (`benchmarks/README.md`). Single runs
+(`simulate`) use the first device either way.
 
 **float32.** Without `jax_enable_x64` the batch runs in float32 (the usual GPU choice).
 Measured over 10 s from the default states (`experiments/float32_accuracy.py`; float64 at
@@ -64,6 +74,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -71,7 +82,10 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from .formulations import AbstractFormulation, BandedWangHuston, get_formulation
 from .integrate import RESULTS, Solution, simulate
+from .sparsity import MAX_BLOCK, band_plan
+from .stabilization import AbstractStabilization, Projection, get_stabilization
 
 if TYPE_CHECKING:
     from .mechanism import Mechanism
@@ -202,8 +216,9 @@ def monte_carlo(
     - `devices`: devices to shard every chunk over (default: all local devices).
     - `vectorize`: on each device, vmap the samples of a chunk (True) or run them one after
       another inside the compiled chunk with `lax.map` (False). Default: vmap on
-      accelerators, `lax.map` on CPU, where vmap gains little and large vmapped chunks can
-      deadlock in jaxlib 0.10.2 (see the module notes). Results agree to round-off.
+      accelerators, and on CPU when the samples call no LAPACK routine
+      ([`jaxmbs.lapack_free`][]; batched LAPACK calls can deadlock in jaxlib 0.10.2, see the
+      module notes). Results agree to round-off.
     - `progress`: show a progress bar over the chunks.
     - `save`: write the result to this `.npz` or `.csv` path (see `MonteCarloResult.save`).
     - `simulate_kwargs`: passed to [`jaxmbs.simulate`][] (`method`, `stabilization`, `rtol`,
@@ -227,7 +242,7 @@ def monte_carlo(
         raise ValueError("devices must not be empty")
     mesh = Mesh(np.array(devices), (AXIS,))
     if vectorize is None:
-        vectorize = devices[0].platform != "cpu"
+        vectorize = devices[0].platform != "cpu" or lapack_free(mechanism, **simulate_kwargs)
     chunk = _chunk_size(chunk_size, size, len(devices))
     n_chunks = -(-size // chunk)
     batched, shared = eqx.partition(inputs, mask)
@@ -284,6 +299,40 @@ def monte_carlo(
     if save is not None:
         out.save(save)
     return out
+
+
+def lapack_free(
+    mechanism: Mechanism,
+    *,
+    method: str | AbstractFormulation = "qr",
+    stabilization: str | AbstractStabilization = "projection",
+    solver: diffrax.AbstractSolver | None = None,
+    check_rank: bool = True,
+    **_,
+) -> bool:
+    """Whether [`jaxmbs.simulate`][] with these options calls no LAPACK routine for this
+    mechanism, so that vmapping it on CPU is fast and safe (see the module notes).
+
+    True for the `banded` formulation when its band plans are unrolled kernels (blocks of M
+    and of C M⁻¹ Cᵀ of at most `MAX_BLOCK`; the projection solves on the same kind of
+    plan), with an explicit Runge–Kutta solver, no redundant rows (their minimum-norm
+    multipliers need a dense solve) and a rank check (if any) on at most `MAX_BLOCK`
+    independent rows (`jaxmbs.linalg.orthonormal_rows`).
+    """
+    structure = mechanism.structure
+    if (
+        structure is None
+        or structure.sparsity is None
+        or not isinstance(get_formulation(method), BandedWangHuston)
+        or structure.redundancy
+        or not (solver is None or isinstance(solver, diffrax.AbstractERK))
+        or (check_rank and structure.rank > MAX_BLOCK)
+    ):
+        return False
+    plans = [band_plan(structure.sparsity, structure.independent_rows)]
+    if isinstance(get_stabilization(stabilization), Projection):
+        plans.append(band_plan(structure.sparsity, structure.independent_holonomic_rows))
+    return all(plan.unrolled for plan in plans)
 
 
 @eqx.filter_jit

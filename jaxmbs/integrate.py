@@ -19,10 +19,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import banded, linalg
 from ._types import Array, ArrayLike, Params
 from .dynamics import _terms, accelerations_and_multipliers, resolve_structure
 from .formulations import AbstractFormulation, get_formulation
 from .kinematics import constraint_jacobian, position_residual, velocity_residual
+from .sparsity import structure_band_plan
 from .stabilization import (
     AbstractStabilization,
     Projection,
@@ -134,13 +136,14 @@ def _singularity_event(
     def rank_changed(t, y, args, **kwargs):
         _, valid = args
         C = jacobian(t, y, args)
-        Q1, R1 = jnp.linalg.qr(C[rows].T)
-        d = jnp.abs(jnp.diag(R1))
+        # Q1 spans the independent rows, d = |R_kk| of C_Iᵀ = Q1ᵀR (no LAPACK for small C_I,
+        # so that vmapped batches call no batched library kernel).
+        Q1, d = linalg.orthonormal_rows(C[rows], passes=2 if structure.redundancy else 1)
         scale = jnp.maximum(jnp.max(d), 1.0)
         singular = jnp.min(d) < rtol * scale
         if structure.redundancy:
             C_dep = C[dependent]
-            leak = C_dep - (C_dep @ Q1) @ Q1.T
+            leak = C_dep - (C_dep @ Q1.T) @ Q1
             singular = singular | (jnp.max(jnp.abs(leak)) > jnp.sqrt(rtol) * scale)
         return singular & valid
 
@@ -191,7 +194,12 @@ def _consistency(mechanism, t0, q0, qd0, params, tol):
     """Checks of the initial state: finite, positive definite M, and consistent."""
     phi = position_residual(mechanism, t0, q0, params)
     c = velocity_residual(mechanism, t0, q0, qd0, params)
-    chol = jnp.linalg.cholesky(mechanism.mass_matrix(q0, params))
+    M = mechanism.mass_matrix(q0, params)
+    structure = mechanism.structure
+    if structure is not None and structure.sparsity is not None:  # block by block, no LAPACK
+        chol = banded.mass_factor(structure_band_plan(structure), M)
+    else:
+        chol = linalg.cholesky(M)
     err_phi = jnp.max(jnp.abs(phi), initial=0.0)
     err_c = jnp.max(jnp.abs(c), initial=0.0)
     finite = jnp.all(jnp.isfinite(q0)) & jnp.all(jnp.isfinite(qd0))
@@ -199,7 +207,7 @@ def _consistency(mechanism, t0, q0, qd0, params, tol):
     # show up as a failed step after max_steps; flag it at the start instead.
     for leaf in jax.tree_util.tree_leaves(params):
         finite = finite & jnp.all(jnp.isfinite(leaf))
-    mass_ok = jnp.all(jnp.isfinite(chol))
+    mass_ok = jnp.all(jnp.isfinite(chol)) & jnp.all(jnp.diagonal(chol, axis1=-2, axis2=-1) > 0)
     consistent = (err_phi <= tol) & (err_c <= tol)
     return {
         "finite": finite,

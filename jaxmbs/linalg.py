@@ -232,6 +232,34 @@ def _transpose(A: Array) -> Array:
     return jnp.swapaxes(A, -1, -2)
 
 
+def orthonormal_rows(A: Array, passes: int = 1) -> tuple[Array, Array]:
+    """Orthonormal rows spanning the rows of A (..., r, n), r ≤ n, and the pivots |R_kk|.
+
+    Modified Gram–Schmidt on the rows in order: v_k is row k minus its components along the
+    rows before it, R_kk = |v_k| and q_k = v_k / R_kk, so that Aᵀ = Qᵀ R is the QR
+    factorisation of Aᵀ (the same |R_kk| as Householder QR). A row in the span of the
+    previous ones has R_kk ≈ 0 and gives a zero row of Q. One pass gives R_kk to working
+    accuracy; `passes=2` re-orthogonalises (Q orthonormal to round-off). Vector operations
+    over the rows, no library call: vectorised under `vmap` for r ≤ `MAX_BLOCK`, beyond that
+    a LAPACK QR.
+    """
+    r = A.shape[-2]
+    if r > MAX_BLOCK:
+        Q, R = jnp.linalg.qr(_transpose(A))
+        return _transpose(Q), jnp.abs(jnp.diagonal(R, axis1=-2, axis2=-1))
+    basis: list = []
+    pivots = []
+    for k in range(r):
+        v = A[..., k, :]
+        for _ in range(passes):
+            for q in basis:
+                v = v - unrolled_sum(q * v, -1)[..., None] * q
+        norm = jnp.sqrt(unrolled_sum(v * v, -1))
+        pivots.append(norm)
+        basis.append(v / jnp.where(norm > 0.0, norm, 1.0)[..., None])
+    return jnp.stack(basis, axis=-2), jnp.stack(pivots, axis=-1)
+
+
 class BlockTridiagonalFactor(NamedTuple):
     """Block cyclic reduction of a block-tridiagonal A (see `block_tridiagonal_factor`).
 

@@ -235,6 +235,13 @@ class BandPlan:
     block_of: np.ndarray
     slot_of: np.ndarray
 
+    @property
+    def unrolled(self) -> bool:
+        """Whether every factorisation of the plan is an unrolled kernel (blocks of M and of
+        A no larger than `MAX_BLOCK`): then no LAPACK routine is called, which matters under
+        `vmap` on CPU (see `jaxmbs.monte_carlo`)."""
+        return max(self.mass_blocks.shape[1], self.rows.shape[1]) <= MAX_BLOCK
+
 
 @functools.lru_cache(maxsize=64)
 def band_plan(sparsity: Sparsity, rows: tuple[int, ...]) -> BandPlan:

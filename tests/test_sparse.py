@@ -90,6 +90,38 @@ def test_kernels_match_lapack():
     assert_close(linalg.solve_lower_transpose(L, B), expected, 0.0, 1e-12, "L⁻ᵀB")
 
 
+@pytest.mark.parametrize("r, n", [(8, 9), (6, 6), (20, 24)], ids=["8x9", "square", "lapack"])
+def test_orthonormal_rows_match_householder_qr(r, n):
+    A = RNG.normal(size=(3, r, n))
+    A[:, -1] = A[:, 0] - 2.0 * A[:, 1]  # the last row is dependent: its pivot vanishes
+    Q, pivots = linalg.orthonormal_rows(jnp.asarray(A), passes=2)
+    R = np.linalg.qr(np.swapaxes(A, 1, 2))[1]
+    expected = np.abs(np.diagonal(R, axis1=1, axis2=2))
+    assert_close(pivots[:, :-1], expected[:, :-1], 0.0, 1e-12, "|R_kk|")
+    assert np.all(pivots[:, -1] < 1e-13 * pivots[:, 0])
+    gram = np.einsum("bin,bjn->bij", Q[:, :-1], Q[:, :-1])
+    assert_close(gram, np.broadcast_to(np.eye(r - 1), gram.shape), 0.0, 1e-13, "QQᵀ")
+    span = np.einsum("bin,bjn,bjm->bim", A, Q, Q)  # rows of A projected on span(Q)
+    assert_close(span, A, 0.0, 1e-12, "A Qᵀ Q")
+
+
+@pytest.mark.parametrize(
+    "redundant, method", [(False, "banded"), (False, "qr"), (True, "banded")]
+)
+def test_lapack_free_runs_call_no_lapack(redundant, method):
+    """`jaxmbs.lapack_free` tells which runs call no batched LAPACK kernel under vmap (they
+    serialise and can deadlock on a small thread pool): the vmapped run's program agrees."""
+    mech = fourbar.fourbar(redundant=redundant)
+    q0, unit = fourbar.initial_state(mech, np.pi / 3, 1.0)
+
+    def run(speed):
+        return jaxmbs.simulate(mech, q0, speed * unit, (0.0, 1.0), method=method, throw=False)
+
+    hlo = jax.jit(jax.vmap(run)).lower(jnp.linspace(1.0, 2.0, 4)).as_text()
+    assert jaxmbs.lapack_free(mech, method=method) == ("lapack" not in hlo)
+    assert jaxmbs.lapack_free(mech, method=method) == (method == "banded" and not redundant)
+
+
 @pytest.mark.parametrize("blocks", [1, 2, 5, 8])
 def test_block_tridiagonal_solve_matches_dense(blocks):
     w = 3
