@@ -97,10 +97,11 @@ def consistent_state(
         return q_ - min_norm(J, r), None
 
     q, _ = jax.lax.scan(newton, q, None, length=iterations)
+    q = q.at[idx].set(q_fixed)  # satisfied to round-off by the iterations: exactly
     c = velocity_residual(mechanism, t0, q, qd, params)[rows]
     J = jnp.concatenate([constraint_jacobian(mechanism, t0, q, params)[rows], selector])
     qd = qd - min_norm(J, jnp.concatenate([c, qd[idx] - qd_fixed]))
-    return q, qd
+    return q, qd.at[idx].set(qd_fixed)
 
 
 def trajectory_loss(

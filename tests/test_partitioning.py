@@ -47,7 +47,8 @@ def test_pendulum_criterion_is_eq_26():
 
 def test_pivoting_never_chooses_a_singular_set():
     """q1 = q2 = q3 and q4 = q5 (k = 2, M = I): cos²α = (1/3, 1/3, 1/3, 1/2, 1/2), so the two
-    largest criteria pick q4 and q5, whose C_D is singular; pivoting takes q4 and then q1."""
+    largest criteria pick q4 and q5, whose C_D is singular; pivoting takes q4 and then one of
+    q1, q2, q3 (tied: round-off decides which)."""
     mech = jaxmbs.Mechanism(
         lambda q, p: jnp.eye(5, dtype=q.dtype),
         lambda t, q, qd, p: jnp.zeros_like(q),
@@ -61,7 +62,7 @@ def test_pivoting_never_chooses_a_singular_set():
     assert naive.tolist() == [3, 4]
     assert float(jaxmbs.partition_criterion(mech, q, (3, 4))) < 1e-14  # singular C_D
     chosen = jaxmbs.independent_coordinates(mech, q)
-    assert chosen.tolist() == [0, 3]
+    assert chosen[1] == 3 and chosen[0] in (0, 1, 2)
     C = np.asarray(jaxmbs.constraint_jacobian(mech, 0.0, q, None))
     assert abs(np.linalg.det(np.delete(C, chosen, axis=1))) > 0.5
     assert_close(jaxmbs.partition_criterion(mech, q, ("q0", "q3")), 1 / 3, 1e-12)
