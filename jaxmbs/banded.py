@@ -14,11 +14,13 @@ decides how it is factorised:
   cyclic reduction (`jaxmbs.linalg.block_tridiagonal_factor`) — O(n) work per evaluation.
 
 `factor` depends on M and C only and `solve` is linear in (Q, Γ), so a derivative costs one
-more `solve` with the same factors (see `jaxmbs.BandedWangHuston`).
+more `solve` with the same factors, and several right-hand sides share one factorisation
+(`range_space_solver`; the chord Newton of the projection).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
@@ -118,24 +120,45 @@ def solve(plan: BandPlan, f: RangeSpaceFactor, Q: Array, gamma: Array) -> tuple[
     return linalg.take(qdd, plan.block_of, plan.slot_of), lam_all
 
 
+def range_space_solver(
+    plan: BandPlan, M: Array, C: Array
+) -> Callable[[Array, Array], tuple[Array, Array]]:
+    """(Q, Γ) ↦ (q̈, λ) of M q̈ + C_Rᵀλ_R = Q, C_R q̈ = Γ_R, with M and C factorised once
+    (`factor`) for any number of right-hand sides (λ is zero on the rows outside the plan).
+
+    The solution is differentiated implicitly (`jax.lax.custom_linear_solve` on the
+    symmetric operator K = [[M, C_Rᵀ], [C_R, 0]]): differentiating K x = b gives
+    K x' = b' − K' x, one more `solve` with the same factors, i.e. right-hand sides
+    (dQ − dM q̈ − dC_Rᵀλ_R, dΓ_R − dC_R q̈); reverse mode transposes K⁻¹ by solving with K
+    again (K is symmetric). The factorisation itself is never differentiated.
+    """
+    k = C.shape[0]
+    rows = plan.rows.reshape(-1)
+    rows = rows[rows < k]  # R, in the plan's order
+    position = np.full(k, rows.size)  # of each constraint row in R (or none: zero)
+    position[rows] = np.arange(rows.size)
+    factors = factor(plan, jax.lax.stop_gradient(M), jax.lax.stop_gradient(C))
+    C_R = linalg.take(C, rows)
+
+    def matvec(x):
+        qdd, lam_R = x
+        return mass_matvec(plan, M, qdd) + C_R.T @ lam_R, C_R @ qdd
+
+    def solve_rhs(_, b):
+        Q, gamma_R = b
+        qdd, lam = solve(plan, factors, Q, linalg.take(gamma_R, position))
+        return qdd, linalg.take(lam, rows)
+
+    def apply(Q: Array, gamma: Array) -> tuple[Array, Array]:
+        b = (Q, linalg.take(gamma, rows))
+        qdd, lam_R = jax.lax.custom_linear_solve(matvec, b, solve_rhs, symmetric=True)
+        return qdd, linalg.take(lam_R, position)
+
+    return apply
+
+
 def range_space_solve(
     plan: BandPlan, M: Array, Q: Array, C: Array, gamma: Array
 ) -> tuple[Array, Array]:
-    """q̈ and λ of M q̈ + C_Rᵀλ_R = Q, C_R q̈ = Γ_R (`factor`, then `solve`), with the
-    implicit derivative: differentiating the system gives the same one for (q̈', λ_R') with
-    right-hand sides (dQ − dM q̈ − dC_Rᵀλ_R, dΓ_R − dC_R q̈), one more `solve` with the same
-    factors instead of derivatives of the factorisation itself."""
-
-    @jax.custom_jvp
-    def solve_system(M, Q, C, gamma):
-        return solve(plan, factor(plan, M, C), Q, gamma)
-
-    @solve_system.defjvp
-    def solve_system_jvp(primals, tangents):
-        (M, Q, C, gamma), (dM, dQ, dC, dgamma) = primals, tangents
-        factors = factor(plan, M, C)
-        qdd, lam = solve(plan, factors, Q, gamma)
-        d_Q = dQ - mass_matvec(plan, dM, qdd) - dC.T @ lam
-        return (qdd, lam), solve(plan, factors, d_Q, dgamma - dC @ qdd)
-
-    return solve_system(M, Q, C, gamma)
+    """q̈ and λ of M q̈ + C_Rᵀλ_R = Q, C_R q̈ = Γ_R (see `range_space_solver`)."""
+    return range_space_solver(plan, M, C)(Q, gamma)

@@ -4,14 +4,15 @@ Integrating C q̈ = Γ alone lets Φ and Φ̇ drift (Pękal–Frączek 2016, §2
 
 - Baumgarte: replace Γ by Γ̄ = Γ − 2α ċ − β² Φ, with ċ the velocity-level residual c
   (its holonomic rows are Φ̇) and Φ zero-padded over the Pfaffian rows.
-- Projection: after every accepted step, Newton–Raphson on Φ(q, t) = 0 with the
+- Projection: after every accepted step, chord Newton iterations on Φ(q, t) = 0 with the
   M-weighted minimum-norm correction
 
       Δq = −M⁻¹Φ_qᵀ (Φ_q M⁻¹ Φ_qᵀ)⁻¹ Φ,
 
-  then the velocity projection Δq̇ = −M⁻¹Cᵀ (C M⁻¹ Cᵀ)⁻¹ c (exact: c is linear in q̇).
-  It wraps the diffrax solver, so the step's own error estimate still drives step-size
-  control. A fixed number of Newton iterations keeps it differentiable in reverse mode.
+  Φ_q and M taken at the step's end state and factorised once, then the velocity projection
+  Δq̇ = −M⁻¹Cᵀ (C M⁻¹ Cᵀ)⁻¹ c (c is linear in q̇), with the same factors where the rows
+  agree. It wraps the diffrax solver, so the step's own error estimate still drives
+  step-size control. A fixed number of iterations keeps it differentiable in reverse mode.
 """
 
 from __future__ import annotations
@@ -35,34 +36,58 @@ if TYPE_CHECKING:
     from .mechanism import Mechanism
 
 
-def _weighted_corrector(
-    mechanism: Mechanism, structure: Structure, rows: tuple[int, ...], q: Coordinates, params
-) -> Callable[[Array, Array], Array]:
-    """correct(J, residual) = −M⁻¹J_Rᵀ(J_R M⁻¹ J_Rᵀ)⁻¹ residual_R: the M-weighted
-    minimum-norm Δ with J_R Δ = −residual_R on the independent rows R, M taken at q.
+def _corrector(
+    mechanism: Mechanism, structure: Structure, rows: tuple[int, ...], t, q: Coordinates, params
+) -> Callable[[Array], Array]:
+    """correct(residual) = −M⁻¹J_Rᵀ(J_R M⁻¹ J_Rᵀ)⁻¹ residual_R: the M-weighted minimum-norm
+    Δ with J_R Δ = −residual_R on the independent rows R, with M and J = C taken at q and
+    factorised once, so that every further call is one more solve (the chord iterations
+    of `project_state`, the velocity projection). `residual` holds the first rows of
+    [Φ ; ψ] (Φ: the holonomic ones).
 
     With the structure's sparsity known this is the range-space solve of the `banded`
     formulation with Q = 0 and Γ = −residual (`jaxmbs.banded`: block Cholesky factors of M,
-    small unrolled factorisations, no library calls for small mechanisms); else dense
-    Cholesky and LU solves.
+    small unrolled factorisations, no library calls for small mechanisms, an implicit
+    derivative); else dense Cholesky factorisations.
     """
     M = mechanism.mass_matrix(q, params)
+    J = constraint_jacobian(mechanism, t, q, params)
     if structure.sparsity is not None:
-        plan = band_plan(structure.sparsity, rows)
+        solver = banded.range_space_solver(band_plan(structure.sparsity, rows), M, J)
 
-        def correct(J, residual):
-            J = J[: residual.shape[0]]  # the rows of the residual (Φ: the holonomic ones)
-            return banded.range_space_solve(plan, M, jnp.zeros_like(q), J, -residual)[0]
+        def correct(residual):
+            padded = jnp.zeros(J.shape[0], residual.dtype).at[: residual.shape[0]].set(residual)
+            return solver(jnp.zeros_like(q), -padded)[0]
 
         return correct
-    M_factor = jsl.cho_factor(M, lower=True)
     index = jnp.asarray(rows)
+    X = jsl.cho_solve(jsl.cho_factor(M, lower=True), J[index].T)  # M⁻¹J_Rᵀ
+    schur = jsl.cho_factor(J[index] @ X, lower=True)
 
-    def correct(J, residual):
-        X = jsl.cho_solve(M_factor, J[index].T)
-        return -X @ jnp.linalg.solve(J[index] @ X, residual[index])
+    def correct(residual):
+        return -X @ jsl.cho_solve(schur, residual[index])
 
     return correct
+
+
+def _newton(mechanism, structure, t, q, params, iterations, tolerance, correct=None):
+    """`iterations` steps q ← q + correct(Φ(q)) on the independent holonomic rows, with
+    the corrector rebuilt at every iterate (Newton) or a given one reused (chord Newton:
+    each step multiplies Φ by O(|Δq|), so from a step's drift two take it to round-off).
+    With a `tolerance`, only where their max |Φ| exceeds it (`lax.cond`: skipped work in a
+    single run; under `vmap` both branches run and are selected per sample)."""
+    rows = structure.independent_holonomic_rows
+
+    def iterate(q):
+        for _ in range(iterations):
+            step = correct or _corrector(mechanism, structure, rows, t, q, params)
+            q = q + step(position_residual(mechanism, t, q, params))
+        return q
+
+    if tolerance is None:
+        return iterate(q)
+    drift = jnp.max(jnp.abs(position_residual(mechanism, t, q, params)[jnp.asarray(rows)]))
+    return jax.lax.cond(drift > tolerance, iterate, lambda q: q, q)
 
 
 def project_positions(
@@ -77,24 +102,11 @@ def project_positions(
     """Newton–Raphson projection of q onto Φ(q, t) = 0 (M-weighted minimum-norm steps).
 
     Uses the independent holonomic rows only, so redundant constraints are harmless. With a
-    `tolerance`, the iterations run only when max |Φ| exceeds it (`lax.cond`: skipped work
-    in a single run; under `vmap` both branches are evaluated and selected per sample).
+    `tolerance`, the iterations run only when max |Φ| exceeds it.
     """
     if structure.rank_holonomic == 0:
         return q
-    rows = structure.independent_holonomic_rows
-
-    def newton(q):
-        correct = _weighted_corrector(mechanism, structure, rows, q, params)
-        for _ in range(iterations):
-            phi = position_residual(mechanism, t, q, params)
-            q = q + correct(constraint_jacobian(mechanism, t, q, params), phi)
-        return q
-
-    if tolerance is None:
-        return newton(q)
-    drift = jnp.max(jnp.abs(position_residual(mechanism, t, q, params)[jnp.asarray(rows)]))
-    return jax.lax.cond(drift > tolerance, newton, lambda q: q, q)
+    return _newton(mechanism, structure, t, q, params, iterations, tolerance)
 
 
 def project_velocities(
@@ -103,9 +115,8 @@ def project_velocities(
     """Project q̇ onto C q̇ + b = 0 (holonomic and Pfaffian rows), M-weighted."""
     if structure.rank == 0:
         return qd
-    correct = _weighted_corrector(mechanism, structure, structure.independent_rows, q, params)
-    c = velocity_residual(mechanism, t, q, qd, params)
-    return qd + correct(constraint_jacobian(mechanism, t, q, params), c)
+    correct = _corrector(mechanism, structure, structure.independent_rows, t, q, params)
+    return qd + correct(velocity_residual(mechanism, t, q, qd, params))
 
 
 class AbstractStabilization(eqx.Module):
@@ -147,8 +158,8 @@ class Projection(AbstractStabilization):
 
     **Arguments:**
 
-    - `iterations`: Newton iterations per projection (quadratic convergence: from a step's
-      local error, two take Φ to round-off).
+    - `iterations`: chord Newton iterations per projection (each multiplies Φ by O(|Δq|):
+      from a step's local error, two take it to round-off).
     - `tolerance`: run the Newton iterations only when max |Φ| exceeds it (the paper's
       variant, Pękal–Frączek 2016 §2); `None` (default): after every step. The velocity
       projection (exact, one linear solve) always runs.
@@ -236,7 +247,21 @@ def get_stabilization(stabilization: str | AbstractStabilization) -> AbstractSta
 
 
 def project_state(mechanism, structure, iterations: int, t, y, params, tolerance=None):
-    """Project a state (q, q̇) onto the position and velocity constraint manifolds."""
+    """Project a state (q, q̇) after a step onto the position and velocity manifolds.
+
+    Chord Newton: Φ_q and M are factorised once at the step's end state. Without Pfaffian
+    rows the same factors then serve the velocity projection, after which |c(q, q̇)| is
+    O(|Δq|) times the velocity drift (round-off after a step): one factorisation per step
+    instead of one per iteration and one for the velocities.
+    """
     q, qd = y
-    q = project_positions(mechanism, structure, t, q, params, iterations, tolerance)
-    return q, project_velocities(mechanism, structure, t, q, qd, params)
+    if structure.rank == 0:
+        return q, qd
+    if structure.rank_holonomic == 0:
+        return q, project_velocities(mechanism, structure, t, q, qd, params)
+    rows = structure.independent_holonomic_rows
+    correct = _corrector(mechanism, structure, rows, t, q, params)
+    q = _newton(mechanism, structure, t, q, params, iterations, tolerance, correct)
+    if rows != structure.independent_rows:
+        return q, project_velocities(mechanism, structure, t, q, qd, params)
+    return q, qd + correct(velocity_residual(mechanism, t, q, qd, params))

@@ -105,9 +105,7 @@ def test_orthonormal_rows_match_householder_qr(r, n):
     assert_close(span, A, 0.0, 1e-12, "A Qᵀ Q")
 
 
-@pytest.mark.parametrize(
-    "redundant, method", [(False, "banded"), (False, "qr"), (True, "banded")]
-)
+@pytest.mark.parametrize("redundant, method", [(False, "banded"), (False, "qr"), (True, "banded")])
 def test_lapack_free_runs_call_no_lapack(redundant, method):
     """`jaxmbs.lapack_free` tells which runs call no batched LAPACK kernel under vmap (they
     serialise and can deadlock on a small thread pool): the vmapped run's program agrees."""
