@@ -41,8 +41,10 @@ if TYPE_CHECKING:
 #: Number of random states at which the patterns are sampled.
 SAMPLES = 3
 
-#: Largest block of M or of the band handled by unrolled kernels (beyond: LAPACK).
-MAX_BLOCK = 16
+#: Largest block of M or of the band handled by unrolled kernels (beyond: LAPACK). The
+#: unrolled w×w Cholesky is O(w³) fused scalar operations: at w = 12 (the McPherson strut's
+#: band) it compiled 6× slower and ran 2× slower than one LAPACK block of all 26 rows.
+MAX_BLOCK = 8
 
 #: Largest matrix product (counted in scalar products) done elementwise, fused with its
 #: neighbours, rather than by a library call (`jaxmbs.linalg.product_transpose`).
