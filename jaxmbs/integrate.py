@@ -128,12 +128,15 @@ def _singularity_event(
     rows = jnp.asarray(structure.independent_rows)
     dependent = jnp.asarray(structure.dependent_rows, dtype=int)
 
+    # Jitted: diffrax traces the event functions several times; each traces these once.
+    @jax.jit
     def jacobian(t, y, args):
         params, _ = args
         q = y[: structure.n]
         return jax.lax.stop_gradient(constraint_jacobian(mechanism, t, q, params))
 
-    def rank_changed(t, y, args, **kwargs):
+    @jax.jit
+    def rank_lost(t, y, args):
         _, valid = args
         C = jacobian(t, y, args)
         # Q1 spans the independent rows, d = |R_kk| of C_Iᵀ = Q1ᵀR (no LAPACK for small C_I,
@@ -146,6 +149,9 @@ def _singularity_event(
             leak = C_dep - (C_dep @ Q1.T) @ Q1
             singular = singular | (jnp.max(jnp.abs(leak)) > jnp.sqrt(rtol) * scale)
         return singular & valid
+
+    def rank_changed(t, y, args, **kwargs):
+        return rank_lost(t, y, args)
 
     k = structure.n_constraints
     probe = jax.ShapeDtypeStruct((k, structure.n), jnp.result_type(float))
@@ -270,8 +276,8 @@ def simulate(
     - `method`: formulation name (`jaxmbs.METHODS`) or instance.
     - `stabilization`: `"none"`, `"baumgarte"`, `"projection"` or an instance
       (e.g. `jaxmbs.Baumgarte(alpha=5, beta=5)`).
-    - `rtol`, `atol`: tolerances of the PID step-size controller (floats, or arrays to
-      reuse one compilation across tolerances inside `jax.jit`).
+    - `rtol`, `atol`: tolerances of the PID step-size controller (traced: other values
+      reuse the compiled solve).
     - `saveat`: output times (None: t1 only).
     - `solver`: a diffrax solver (default `diffrax.Tsit5()`).
     - `stepsize_controller`: a diffrax step-size controller (default
@@ -303,7 +309,10 @@ def simulate(
         stabilization=get_stabilization(stabilization),
         solver=diffrax.Tsit5() if solver is None else solver,
         controller=(
-            diffrax.PIDController(rtol=rtol, atol=atol)
+            # Arrays, not Python floats: a study over tolerances reuses one compilation.
+            diffrax.PIDController(
+                rtol=jnp.asarray(rtol, q0.dtype), atol=jnp.asarray(atol, q0.dtype)
+            )
             if stepsize_controller is None
             else stepsize_controller
         ),
@@ -316,9 +325,8 @@ def simulate(
         throw=throw,
     )
     if throw and _is_concrete(q0, qd0, t0, params):
-        _raise_if_invalid(
-            _consistency(mechanism, t0, q0, qd0, params, consistency_tol), consistency_tol
-        )
+        check = eqx.filter_jit(_consistency)(mechanism, t0, q0, qd0, params, consistency_tol)
+        _raise_if_invalid(check, consistency_tol)
     return _solve(mechanism, structure, q0, qd0, t0, t1, saveat, options)
 
 
@@ -356,6 +364,7 @@ class _VectorField(eqx.Module):
     formulation: AbstractFormulation
     stabilization: AbstractStabilization
 
+    @eqx.filter_jit
     def __call__(self, t, y, args):
         params, valid = args
         q, qd = _split(y, self.structure.n)
@@ -373,6 +382,7 @@ class _Projector(eqx.Module):
     iterations: int = eqx.field(static=True)
     tolerance: float | None = eqx.field(static=True)
 
+    @eqx.filter_jit
     def __call__(self, t, y, args):
         params, valid = args
         q, qd = _split(y, self.structure.n)

@@ -156,7 +156,7 @@ def detect_sparsity(mechanism: Mechanism, q, t: float = 0.0, params=None) -> Spa
     t_s = float(t) + rng.uniform(size=SAMPLES)
     p_s = [np.stack([_perturbed(x, rng) for _ in range(SAMPLES)]) for x in leaves]
     p_s = jax.tree_util.tree_unflatten(treedef, p_s)
-    C, M = (np.asarray(a) for a in jax.vmap(sample)(t_s, q_s, p_s))
+    C, M = (np.asarray(a) for a in jax.jit(jax.vmap(sample))(t_s, q_s, p_s))
     C_pattern = np.any((C != 0) | ~np.isfinite(C), axis=0)
     M_pattern = np.any((M != 0) | ~np.isfinite(M), axis=0) | np.eye(n, dtype=bool)
     M_pattern |= M_pattern.T

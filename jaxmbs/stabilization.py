@@ -78,11 +78,14 @@ def _newton(mechanism, structure, t, q, params, iterations, tolerance, correct=N
     single run; under `vmap` both branches run and are selected per sample)."""
     rows = structure.independent_holonomic_rows
 
+    def newton_step(_, q):
+        step = correct or _corrector(mechanism, structure, rows, t, q, params)
+        return q + step(position_residual(mechanism, t, q, params))
+
     def iterate(q):
-        for _ in range(iterations):
-            step = correct or _corrector(mechanism, structure, rows, t, q, params)
-            q = q + step(position_residual(mechanism, t, q, params))
-        return q
+        # A loop, not unrolled: traced and compiled once whatever the number of iterations
+        # (static bounds: a scan, so reverse mode differentiates through it).
+        return jax.lax.fori_loop(0, iterations, newton_step, q)
 
     if tolerance is None:
         return iterate(q)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
@@ -145,7 +146,10 @@ def analyze_structure(
     """
     params = mechanism.params if params is None else params
     try:
-        jacobian = np.asarray(constraint_jacobian(mechanism, t, jnp.asarray(q), params))
+        # One compiled evaluation: op-by-op dispatch compiles every primitive on its own.
+        jacobian = np.asarray(
+            eqx.filter_jit(constraint_jacobian)(mechanism, t, jnp.asarray(q), params)
+        )
     except Exception as err:  # tracers cannot be analysed
         raise ValueError(
             "structure analysis needs concrete q and parameters (it runs outside jit); "
