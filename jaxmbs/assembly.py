@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -79,26 +80,16 @@ def assemble(
     qd = jnp.zeros_like(q) if qd_guess is None else jnp.asarray(qd_guess, q.dtype)
     if qd.shape != (n,):
         raise ValueError(f"qd_guess must have shape ({n},), got {qd.shape}")
-    idx = _fixed_indices(mechanism, fixed)
-    selector = jnp.eye(n, dtype=q.dtype)[idx]
-    q_fixed = q[idx]
+    idx = tuple(int(i) for i in _fixed_indices(mechanism, fixed))
+    t0 = jnp.asarray(t0, q.dtype)
+    params = jax.tree_util.tree_map(lambda x: jnp.asarray(x, q.dtype), params)  # traced
+    q_fixed = q[np.asarray(idx, dtype=int)]
     if tol is None:
         tol = 1000 * float(jnp.finfo(q.dtype).eps) * max(1.0, float(jnp.max(jnp.abs(q))))
 
-    def residual(q_):
-        return jnp.concatenate([position_residual(mechanism, t0, q_, params), q_[idx] - q_fixed])
-
-    @jax.jit
-    def newton_step(q_):
-        r = residual(q_)
-        jac = jnp.concatenate(
-            [constraint_jacobian(mechanism, t0, q_, params)[: mechanism.n_holonomic], selector]
-        )
-        return q_ - jnp.linalg.pinv(jac) @ r, jnp.max(jnp.abs(r), initial=0.0)
-
     err = float("inf")
     for _ in range(max_iterations):
-        q_new, err = newton_step(q)
+        q_new, err = _newton_step(mechanism, t0, q, params, idx, q_fixed)
         err = float(err)
         if not np.isfinite(err):
             break
@@ -112,10 +103,33 @@ def assemble(
             "or the fixed coordinates may be incompatible with the constraints)"
         )
 
-    # Velocities: min-norm correction onto C q̇ + b = 0 with the fixed velocities kept.
-    jac = jnp.concatenate([constraint_jacobian(mechanism, t0, q, params), selector])
-    vel_res = jnp.concatenate(
+    return q, _velocity_correction(mechanism, t0, q, qd, params, idx)
+
+
+def _constraints_and_fixed(mechanism: Mechanism, t0, q: Array, params, idx: tuple[int, ...]):
+    """The Jacobian of [Φ ; ψ ; q_F] with respect to q (or q̇): [C ; rows of I]."""
+    selector = jnp.eye(mechanism.n, dtype=q.dtype)[np.asarray(idx, dtype=int)]
+    return jnp.concatenate([constraint_jacobian(mechanism, t0, q, params), selector])
+
+
+# Compiled once per mechanism and set of fixed coordinates (the mechanism's functions are
+# static), so repeated assemblies of one model reuse them.
+@eqx.filter_jit
+def _newton_step(mechanism: Mechanism, t0, q: Array, params, idx: tuple[int, ...], q_fixed):
+    """q − J⁺[Φ ; q_F − q_F,guess] with J the holonomic rows and the fixed coordinates, and
+    max |residual| at q."""
+    index = np.asarray(idx, dtype=int)
+    r = jnp.concatenate([position_residual(mechanism, t0, q, params), q[index] - q_fixed])
+    J = _constraints_and_fixed(mechanism, t0, q, params, idx)
+    J = jnp.concatenate([J[: mechanism.n_holonomic], J[J.shape[0] - len(idx) :]])
+    return q - jnp.linalg.pinv(J) @ r, jnp.max(jnp.abs(r), initial=0.0)
+
+
+@eqx.filter_jit
+def _velocity_correction(mechanism: Mechanism, t0, q: Array, qd: Array, params, idx):
+    """The minimum-norm correction of q̇ onto C q̇ + b = 0 with the fixed velocities kept."""
+    J = _constraints_and_fixed(mechanism, t0, q, params, idx)
+    residual = jnp.concatenate(
         [velocity_residual(mechanism, t0, q, qd, params), jnp.zeros(len(idx), q.dtype)]
     )
-    qd = qd - jnp.linalg.pinv(jac) @ vel_res
-    return q, qd
+    return qd - jnp.linalg.pinv(J) @ residual

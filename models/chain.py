@@ -11,7 +11,10 @@ import numpy as np
 import jaxmbs
 from jaxmbs.joints import planar
 
+from ._cache import cached
 
+
+@cached
 def chain(
     n_links: int = 5, length: float = 1.0, mass: float = 1.0, g: float = 9.81
 ) -> jaxmbs.Mechanism:

@@ -16,6 +16,8 @@ import numpy as np
 import jaxmbs
 from jaxmbs.joints import planar
 
+from ._cache import cached
+
 DEFAULTS = {"l0": 0.45, "l1": 0.2, "l2": 0.5, "l3": 0.4, "m1": 1.0, "m2": 2.0, "m3": 1.5, "g": 9.81}
 
 
@@ -27,6 +29,7 @@ def _rod_inertia(m: str, length: str):
     return lambda p: p[m] * p[length] ** 2 / 12
 
 
+@cached
 def fourbar(redundant: bool = False, **params: float) -> jaxmbs.Mechanism:
     """The four-bar; keyword arguments override `DEFAULTS` (lengths, masses, g)."""
     p = {**DEFAULTS, **params}

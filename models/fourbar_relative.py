@@ -28,6 +28,8 @@ import numpy as np
 
 import jaxmbs
 
+from ._cache import cached
+
 FIG3 = {"l0": 1.0, "l1": 0.3, "l2": 1.0, "l3": 0.8, "m1": 1.0, "m2": 1.0, "m3": 1.0, "g": 9.81}
 CRANK_AT_O4 = {"l0": 1.0, "l1": 0.8, "l2": 1.0, "l3": 0.3, "m1": 1.0, "m2": 1.0, "m3": 1.0,
                "g": 9.81}  # fmt: skip
@@ -70,6 +72,7 @@ def _cut_joint(t, q, p):
     return joints(q, p)[2] - jnp.stack([p["l0"], jnp.zeros_like(p["l0"])])
 
 
+@cached
 def fourbar_relative(**params: float) -> jaxmbs.Mechanism:
     """The four-bar in relative coordinates; keyword arguments override `FIG3`."""
     p = {**FIG3, **params}

@@ -53,6 +53,8 @@ import numpy as np
 import jaxmbs
 from jaxmbs.joints import spatial
 
+from ._cache import cached
+
 #: Table 1 of Pękal–Frączek 2016 (m).
 TABLE_1 = {
     "AB": 0.3,
@@ -248,6 +250,7 @@ def design_configuration(params: dict | None = None) -> np.ndarray:
     return np.concatenate([np.concatenate([_centre(p, b), angles]) for b in BODIES])
 
 
+@cached
 def mcpherson(redundant: bool = False, **params) -> jaxmbs.Mechanism:
     """A McPherson strut; keyword arguments override `DEFAULTS` (and `hardpoints`)."""
     p = {**default_params(), **params}

@@ -37,6 +37,8 @@ import numpy as np
 import jaxmbs
 from jaxmbs.joints import planar
 
+from ._cache import cached
+
 DEFAULTS = {
     "a": 0.05,
     # Table 2: masses (kg) and central moments of inertia (kg m²).
@@ -172,6 +174,7 @@ def configuration(a: float = DEFAULTS["a"]) -> np.ndarray:
     )
 
 
+@cached
 def mobile_robot(**params: float) -> jaxmbs.Mechanism:
     """The robot with trolley; keyword arguments override `DEFAULTS`."""
     p = {**DEFAULTS, **params}

@@ -14,9 +14,12 @@ import numpy as np
 
 import jaxmbs
 
+from ._cache import cached
+
 DEFAULTS = {"m": 1.0, "J": 0.05, "rho": 0.5, "g": 9.81}
 
 
+@cached
 def mathematical_pendulum(m: float = 1.0, rho: float = 1.0, g: float = 9.81) -> jaxmbs.Mechanism:
     """Particle on a massless rod of length ρ; params {"m", "rho", "g"}."""
 
@@ -41,6 +44,7 @@ def mathematical_pendulum(m: float = 1.0, rho: float = 1.0, g: float = 9.81) -> 
     )
 
 
+@cached
 def physical_pendulum(
     m: float = 1.0, J: float = 0.05, rho: float = 0.5, g: float = 9.81
 ) -> jaxmbs.Mechanism:

@@ -43,6 +43,8 @@ import jaxmbs
 from jaxmbs.joints import particles as pt
 from jaxmbs.joints import planar
 
+from ._cache import cached
+
 DEFAULTS = {
     "l": 1.0,
     "m_rod": 1.0,
@@ -95,6 +97,7 @@ def rod_centroidal_inertia(p):
 # --- the three coordinate choices ---------------------------------------------------------
 
 
+@cached
 def absolute(**params: float) -> jaxmbs.Mechanism:
     """The manipulator in absolute coordinates (x, y, φ) of its 7 bodies (n = 21, m = 18)."""
     p = {**DEFAULTS, **params}
@@ -145,6 +148,7 @@ def particle_system() -> pt.ParticleSystem:
 SYSTEM = particle_system()
 
 
+@cached
 def particles(**params: float) -> jaxmbs.Mechanism:
     """The manipulator in particle coordinates (n = 16, m = 13)."""
     p = {**DEFAULTS, **params}
@@ -157,6 +161,7 @@ def particles(**params: float) -> jaxmbs.Mechanism:
     )
 
 
+@cached
 def joint(**params: float) -> jaxmbs.Mechanism:
     """The manipulator in relative joint angles θ (n = 7), cut at A₂ and A₃ (m = 4)."""
     p = {**DEFAULTS, **params}

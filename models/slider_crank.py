@@ -17,6 +17,8 @@ import numpy as np
 import jaxmbs
 from jaxmbs.joints import planar
 
+from ._cache import cached
+
 DEFAULTS = {
     "r": 0.15,
     "L": 0.5,
@@ -30,6 +32,7 @@ DEFAULTS = {
 }
 
 
+@cached
 def slider_crank(driven: bool = False, **params: float) -> jaxmbs.Mechanism:
     """The slider-crank; keyword arguments override `DEFAULTS`."""
     p = {**DEFAULTS, **params}
