@@ -243,6 +243,7 @@ class _MinimalField(eqx.Module):
     mechanism: Mechanism
     resolved: tuple[_Resolved, ...]
 
+    @eqx.filter_jit
     def __call__(self, t, y, args):
         params, valid = args
         qI, vI, active_f, branches = y
@@ -278,6 +279,7 @@ class _SwitchVariant(eqx.Module):
     resolved: tuple[_Resolved, ...]
     switching: Switching
 
+    @eqx.filter_jit
     def __call__(self, t, y, args):
         params, valid = args
         qI, vI, active_f, branches = y

@@ -315,6 +315,7 @@ class _CompactField(eqx.Module):
     structure: Structure = eqx.field(static=True)
     stabilization: AbstractStabilization
 
+    @eqx.filter_jit
     def __call__(self, t, y, args):
         params, valid = args
         q, v, perm_f = y
@@ -343,6 +344,7 @@ class _Repartition(eqx.Module):
     structure: Structure = eqx.field(static=True)
     switching: Switching
 
+    @eqx.filter_jit
     def __call__(self, t, y, args):
         params, valid = args
         q, v, perm_f = y
@@ -366,6 +368,7 @@ class _PositionProjector(eqx.Module):
     structure: Structure = eqx.field(static=True)
     iterations: int = eqx.field(static=True)
 
+    @eqx.filter_jit
     def __call__(self, t, y, args):
         params, valid = args
         q, v, perm_f = y

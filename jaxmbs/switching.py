@@ -181,8 +181,8 @@ class SwitchingOptions(eqx.Module):
     solver: diffrax.AbstractSolver
     adjoint: diffrax.AbstractAdjoint
     progress_meter: diffrax.AbstractProgressMeter
-    rtol: float = eqx.field(static=True)
-    atol: float = eqx.field(static=True)
+    rtol: Array  # traced, as in `jaxmbs.simulate`: other tolerances reuse the compilation
+    atol: Array
     dt0: float | None = eqx.field(static=True)
     max_steps: int = eqx.field(static=True)
     consistency_tol: float = eqx.field(static=True)
@@ -207,7 +207,7 @@ class SwitchingOptions(eqx.Module):
         self.progress_meter = (
             diffrax.NoProgressMeter() if progress_meter is None else progress_meter
         )
-        self.rtol, self.atol, self.dt0 = rtol, atol, dt0
+        self.rtol, self.atol, self.dt0 = jnp.asarray(rtol), jnp.asarray(atol), dt0
         self.max_steps, self.consistency_tol = max_steps, consistency_tol
         self.throw = jnp.asarray(bool(throw))
 
@@ -227,7 +227,7 @@ def prepare(mechanism, q0: ArrayLike, qd0: ArrayLike, t_span, saveat, params: Pa
     mechanism = mechanism.replace_params(params)
     structure = resolve_structure(mechanism, q0, t0)
     if throw and _is_concrete(q0, qd0, t0, params):
-        check = _consistency(mechanism, t0, q0, qd0, params, consistency_tol)
+        check = eqx.filter_jit(_consistency)(mechanism, t0, q0, qd0, params, consistency_tol)
         _raise_if_invalid(check, consistency_tol)
     return mechanism, structure, q0, qd0, t0, t1, saveat
 

@@ -220,7 +220,9 @@ def runs():
             mech, q0, qd0, (0.0, 2.0), saveat=TS, method=method, stabilization="none", **kwargs
         )
 
-    return mech, run, {name: run(name, rtol=1e-12, atol=1e-12) for name in jaxmbs.METHODS}
+    # No rank check here (it is compiled into every solve); the partitioning test needs it.
+    sols = {name: run(name, rtol=1e-12, atol=1e-12, check_rank=False) for name in jaxmbs.METHODS}
+    return mech, run, sols
 
 
 def test_short_simulation_agrees(runs):

@@ -105,24 +105,37 @@ def states(struts, motion):
 
 @pytest.fixture(scope="module")
 def accelerations(struts, states):
-    """q̈ and the generalized reactions Cᵀλ of every method at every state, per strut."""
+    """q̈ and the generalized reactions Cᵀλ of every method at every state, per strut.
+
+    The model terms M, Q, C, Γ are evaluated once per state and every formulation solves
+    the same equations from them (one compilation of the strut's kinematics, not one per
+    method)."""
     out = {}
     for name, mech in struts.items():
+        structure = mech.structure
 
         @jax.jit
-        def all_methods(t, q, qd, mech=mech):
-            C = jaxmbs.constraint_jacobian(mech, t, q, mech.params)
+        def terms(t, q, qd, mech=mech):
+            p = mech.params
+            residuals = (
+                jaxmbs.position_residual(mech, t, q, p),
+                jaxmbs.velocity_residual(mech, t, q, qd, p),
+            )
+            C = jaxmbs.constraint_jacobian(mech, t, q, p)
+            gamma = jaxmbs.acceleration_rhs(mech, t, q, qd, p)
+            return (mech.mass_matrix(q, p), mech.forces(t, q, qd, p), C, gamma), residuals
+
+        @jax.jit
+        def all_methods(M, Q, C, gamma, structure=structure):
             result = {}
             for method in jaxmbs.METHODS:
-                qdd, lam = jaxmbs.accelerations_and_multipliers(mech, t, q, qd, method=method)
+                formulation = jaxmbs.formulations.get_formulation(method)
+                qdd, lam = formulation.multipliers(M, Q, C, gamma, structure)
                 result[method] = (qdd, C.T @ lam)
-            residuals = (
-                jaxmbs.position_residual(mech, t, q, mech.params),
-                jaxmbs.velocity_residual(mech, t, q, qd, mech.params),
-            )
-            return result, residuals
+            return result
 
-        out[name] = jax.lax.map(lambda s: all_methods(*s), states)
+        (M, Q, C, gamma), residuals = jax.lax.map(lambda s: terms(*s), states)
+        out[name] = (jax.lax.map(lambda x: all_methods(*x), (M, Q, C, gamma)), residuals)
     return out
 
 
