@@ -19,6 +19,15 @@ CASES = {
     ),
 }
 TS = jnp.linspace(0.0, 10.0, 201)
+#: Projections of a holonomic mechanism and of one with Pfaffian rows.
+HOLONOMIC_AND_PFAFFIAN = pytest.mark.parametrize(
+    "model",
+    [
+        (fourbar.fourbar, fourbar.initial_state),
+        (mobile_robot.mobile_robot, mobile_robot.initial_state),
+    ],
+    ids=["fourbar", "mobile-robot"],
+)
 
 
 def run(case, stabilization, tol):
@@ -77,14 +86,7 @@ def test_projection_with_a_tolerance_projects_only_beyond_it():
     assert steps_lazy == pytest.approx(steps_always, rel=0.05)
 
 
-@pytest.mark.parametrize(
-    "model",
-    [
-        (fourbar.fourbar, fourbar.initial_state),
-        (mobile_robot.mobile_robot, mobile_robot.initial_state),
-    ],
-    ids=["fourbar", "mobile-robot"],
-)
+@HOLONOMIC_AND_PFAFFIAN
 def test_sparse_and_dense_projections_agree(model):
     """The projection's M-weighted corrections by the banded range-space solve (sparsity
     known) and by dense Cholesky/LU (no sparsity) give the same state, on the constraint
@@ -113,14 +115,7 @@ def test_sparse_and_dense_projections_agree(model):
     assert float(jnp.max(jnp.abs(c))) < 1e-12 * float(jnp.max(jnp.abs(qd)))
 
 
-@pytest.mark.parametrize(
-    "model",
-    [
-        (fourbar.fourbar, fourbar.initial_state),
-        (mobile_robot.mobile_robot, mobile_robot.initial_state),
-    ],
-    ids=["fourbar", "mobile-robot"],
-)
+@HOLONOMIC_AND_PFAFFIAN
 def test_step_projection_with_one_factorisation(model):
     """The step projector (chord Newton, Φ_q and M factorised once at the step's end state
     and, without Pfaffian rows, reused for the velocities) lands on both manifolds from a
