@@ -3,9 +3,11 @@
 Two costs dominate small dense linear algebra on CPU: the fixed price of each LAPACK call
 (and, under `jax.vmap`, one call after another per matrix), and the launch of each separate
 XLA kernel inside a loop. The kernels here unroll a w×w factorisation into scalar arithmetic
-on arrays of the batch shape, so XLA fuses a whole factorisation or solve into one
-elementwise kernel that is vectorised across any leading (batch) axes. That pays for
-w ≤ `MAX_BLOCK` (O(w³) unrolled operations); larger matrices go to LAPACK.
+on arrays of the batch shape, vectorised across any leading (batch or block) axes: that pays
+for batches and stacks of blocks with w ≤ `MAX_BLOCK` (O(w³) unrolled operations). XLA
+still emits about one kernel per entry of the factor (each entry feeds many others), so a
+single matrix is cheaper in one LAPACK call (`cho_factor` picks by `jax.custom_batching`);
+larger matrices always go to LAPACK.
 
 Shapes: matrices `(..., w, w)`, right-hand sides `(..., w, k)`.
 """

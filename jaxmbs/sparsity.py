@@ -239,9 +239,10 @@ class BandPlan:
 
     @property
     def unrolled(self) -> bool:
-        """Whether every factorisation of the plan is an unrolled kernel (blocks of M and of
-        A no larger than `MAX_BLOCK`): then no LAPACK routine is called, which matters under
-        `vmap` on CPU (see `jaxmbs.monte_carlo`)."""
+        """Whether every factorisation of the plan is an unrolled kernel under `vmap` (blocks
+        of M and of A no larger than `MAX_BLOCK`): then a vmapped solve calls no LAPACK
+        routine, which matters on CPU (see `jaxmbs.monte_carlo`). A single system's dense
+        block of A goes to LAPACK (`jaxmbs.linalg.cho_factor`)."""
         return max(self.mass_blocks.shape[1], self.rows.shape[1]) <= MAX_BLOCK
 
 

@@ -12,7 +12,8 @@ Integrating C q̈ = Γ alone lets Φ and Φ̇ drift (Pękal–Frączek 2016, §2
   Φ_q and M taken at the step's end state and factorised once, then the velocity projection
   Δq̇ = −M⁻¹Cᵀ (C M⁻¹ Cᵀ)⁻¹ c (c is linear in q̇), with the same factors where the rows
   agree. It wraps the diffrax solver, so the step's own error estimate still drives
-  step-size control. A fixed number of iterations keeps it differentiable in reverse mode.
+  step-size control. Its derivative is that of the converged projection (`project_state`),
+  not of the iterations.
 """
 
 from __future__ import annotations
@@ -57,7 +58,10 @@ def _corrector(
 
         def correct(residual):
             padded = jnp.zeros(J.shape[0], residual.dtype).at[: residual.shape[0]].set(residual)
-            return solver(jnp.zeros_like(q), -padded)[0]
+            # Q = 0, written as a linear function of the residual: reverse mode transposes
+            # the solve only where its whole right-hand side is linear in the input.
+            no_force = jnp.broadcast_to(0.0 * padded[:1], q.shape)
+            return solver(no_force, -padded)[0]
 
         return correct
     index = jnp.asarray(rows)
@@ -89,8 +93,15 @@ def _newton(mechanism, structure, t, q, params, iterations, tolerance, correct=N
 
     if tolerance is None:
         return iterate(q)
-    drift = jnp.max(jnp.abs(position_residual(mechanism, t, q, params)[jnp.asarray(rows)]))
-    return jax.lax.cond(drift > tolerance, iterate, lambda q: q, q)
+    return jax.lax.cond(
+        _drift(mechanism, structure, t, q, params) > tolerance, iterate, lambda q: q, q
+    )
+
+
+def _drift(mechanism, structure, t, q, params) -> Array:
+    """max |Φ| over the independent holonomic rows."""
+    rows = jnp.asarray(structure.independent_holonomic_rows)
+    return jnp.max(jnp.abs(position_residual(mechanism, t, q, params)[rows]))
 
 
 def project_positions(
@@ -256,15 +267,73 @@ def project_state(mechanism, structure, iterations: int, t, y, params, tolerance
     rows the same factors then serve the velocity projection, after which |c(q, q̇)| is
     O(|Δq|) times the velocity drift (round-off after a step): one factorisation per step
     instead of one per iteration and one for the velocities.
+
+    The derivative is that of the projection at its converged point, not of the iterations
+    (a custom JVP, so reverse mode transposes it): with P(r) = −M⁻¹J_Rᵀ(J_R M⁻¹J_Rᵀ)⁻¹ r_R
+    the correction operator, the projected state q⁺ satisfies Φ(q⁺, t; θ) = 0 and moves
+    along P, so
+
+        dq⁺ = dq + P(Φ_q dq + Φ_t dt + Φ_θ dθ),    dq̇⁺ = dq̇ + P(dc),
+
+    dc the differential of c(t, q⁺, q̇; θ) along (dt, dq⁺, dq̇, dθ). This drops the
+    derivatives of M⁻¹J_Rᵀ times the multipliers of the correction, which are of the size
+    of the drift being removed (the step's local error); one linear solve per output
+    replaces the differentiation of every Newton iteration and of the factorisations.
     """
-    q, qd = y
     if structure.rank == 0:
-        return q, qd
-    if structure.rank_holonomic == 0:
-        return q, project_velocities(mechanism, structure, t, q, qd, params)
+        return y
+
+    @jax.custom_jvp
+    def project(t, q, qd, params):
+        return _project_state(mechanism, structure, iterations, tolerance, t, q, qd, params)[:2]
+
+    @project.defjvp
+    def project_jvp(primals, tangents):
+        t, q, qd, params = primals
+        dt, dq, dqd, dparams = tangents
+        q1, qd1, correct_q, correct_v, projected = _project_state(
+            mechanism, structure, iterations, tolerance, t, q, qd, params
+        )
+        if structure.rank_holonomic:
+            _, dphi = jax.jvp(
+                lambda t_, q_, p_: position_residual(mechanism, t_, q_, p_),
+                (t, q1, params),
+                (dt, dq, dparams),
+            )
+            dq = jnp.where(projected, dq + correct_q(dphi), dq)
+        _, dc = jax.jvp(
+            lambda t_, q_, qd_, p_: velocity_residual(mechanism, t_, q_, qd_, p_),
+            (t, q1, qd, params),
+            (dt, dq, dqd, dparams),
+        )
+        return (q1, qd1), (dq, dqd + correct_v(dc))
+
+    q, qd = y
+    t = jnp.asarray(t, dtype=q.dtype)
+    return project(t, q, qd, params)
+
+
+def _project_state(mechanism, structure, iterations, tolerance, t, q, qd, params):
+    """`project_state`'s iterations: (q⁺, q̇⁺), the correctors used for positions and for
+    velocities, and whether the positions were projected (False where a `tolerance` skipped
+    them)."""
     rows = structure.independent_holonomic_rows
-    correct = _corrector(mechanism, structure, rows, t, q, params)
-    q = _newton(mechanism, structure, t, q, params, iterations, tolerance, correct)
+    if structure.rank_holonomic == 0:
+        correct_v = _corrector(mechanism, structure, structure.independent_rows, t, q, params)
+        return (
+            q,
+            qd + correct_v(velocity_residual(mechanism, t, q, qd, params)),
+            None,
+            correct_v,
+            False,
+        )
+    correct_q = _corrector(mechanism, structure, rows, t, q, params)
+    projected = True
+    if tolerance is not None:
+        projected = _drift(mechanism, structure, t, q, params) > tolerance
+    q = _newton(mechanism, structure, t, q, params, iterations, tolerance, correct_q)
+    correct_v = correct_q
     if rows != structure.independent_rows:
-        return q, project_velocities(mechanism, structure, t, q, qd, params)
-    return q, qd + correct(velocity_residual(mechanism, t, q, qd, params))
+        correct_v = _corrector(mechanism, structure, structure.independent_rows, t, q, params)
+    qd = qd + correct_v(velocity_residual(mechanism, t, q, qd, params))
+    return q, qd, correct_q, correct_v, projected

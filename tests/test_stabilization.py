@@ -144,3 +144,36 @@ def test_step_projection_with_one_factorisation(model):
     assert float(jnp.max(jnp.abs(c))) < 1e-11
     assert float(jnp.max(jnp.abs(q_s - q_n))) < 1e-14
     assert float(jnp.max(jnp.abs(qd_s - qd_n))) < 1e-11 * float(jnp.max(jnp.abs(qd)))
+
+
+@HOLONOMIC_AND_PFAFFIAN
+def test_step_projection_derivative(model):
+    """The step projector's custom derivative (that of the converged projection) agrees with
+    central differences of the projector in t, q, q̇ and the parameters to O(ε) (ε = 1e-7
+    the drift; a dropped or flipped correction is off by O(1)), and reverse mode is its
+    transpose: ⟨w, J v⟩ = ⟨Jᵀw, v⟩."""
+    build, initial_state = model
+    mech = build()
+    q0, qd0 = initial_state(mech)
+    rng = np.random.default_rng(10)
+    q = q0 + 1e-7 * rng.normal(size=q0.shape)
+    qd = qd0 + 1e-7 * rng.normal(size=qd0.shape)
+    x = (jnp.asarray(0.3), q, qd, {k: jnp.asarray(v) for k, v in mech.params.items()})
+    v = jax.tree.map(lambda leaf: jnp.asarray(rng.normal(size=np.shape(leaf))), x)
+
+    def project(t, q, qd, params):
+        return jaxmbs.stabilization.project_state(mech, mech.structure, 2, t, (q, qd), params)
+
+    def along(h):
+        return jnp.concatenate(project(*jax.tree.map(lambda a, b: a + h * b, x, v)))
+
+    tangent = jnp.concatenate(jax.jit(lambda x, v: jax.jvp(project, x, v)[1])(x, v))
+    h = 1e-5
+    central = (jax.jit(along)(h) - jax.jit(along)(-h)) / (2 * h)
+    assert float(jnp.max(jnp.abs(tangent))) > 0.1
+    assert float(jnp.max(jnp.abs(tangent - central))) < 1e-5 * float(jnp.max(jnp.abs(central)))
+    w = jnp.asarray(rng.normal(size=tangent.shape))
+    n = q.shape[0]
+    cotangent = jax.jit(lambda x, w: jax.vjp(project, *x)[1]((w[:n], w[n:])))(x, w)
+    dot = sum(jnp.vdot(a, b) for a, b in zip(jax.tree.leaves(cotangent), jax.tree.leaves(v)))
+    assert float(jnp.abs(dot - jnp.vdot(w, tangent))) < 1e-12 * float(jnp.abs(dot))
