@@ -3,10 +3,12 @@
 Rows (2-core CPU; rtol = atol = 1e-8, no stabilisation on either side so both integrate the
 same ODE; 10 s of motion):
 
-1. four-bar vs NumPy + SciPy: the QR null-space method on both sides (jaxmbs `qr` + Tsit5
-   against `numpy_baseline` + RK45), and jaxmbs' fastest method (`banded`) against the same
-   NumPy baseline;
-2. planar chain N = 50 (n = 150) vs NumPy + SciPy (QR null space, RK45);
+1. four-bar vs NumPy + SciPy, the same method on both sides: the QR null-space method
+   (jaxmbs `qr` + Tsit5 against `numpy_baseline` + RK45) and the range-space method
+   (jaxmbs `banded` against the NumPy range-space solve with a dense LAPACK Cholesky);
+   and at equal accuracy (`work_precision`): each side's fastest run, over solvers and
+   tolerances, that reaches a given final-state error;
+2. planar chain N = 50 (n = 150) vs NumPy + SciPy (same methods, RK45);
 3. cost growth of jaxmbs from chain N = 5 to N = 50;
 4. a vmapped batch of four-bars against the loop of the same single runs;
 5. reverse-mode (and forward-mode) gradient of a four-bar response w.r.t. 10 parameters,
@@ -83,14 +85,23 @@ def jax_case(mech, q0, qd0, method: str, reference, repeats: int) -> dict:
     }
 
 
-def numpy_case(model, q0, qd0, reference, repeats: int) -> dict:
-    """The NumPy + SciPy QR null-space baseline (RK45)."""
+#: The formulation of the NumPy baseline that implements the same method as a jaxmbs one.
+NUMPY_FORMULATION = {"qr": "qr", "banded": "range-space"}
+
+
+def numpy_case(
+    model, q0, qd0, reference, repeats: int, formulation="qr", solver="RK45", tol=TOL
+) -> dict:
+    """The NumPy + SciPy baseline (`formulation`: QR null space or range space)."""
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        y, nfev, steps, _ = baseline.simulate(model, q0, qd0, T1, TOL, TOL)
+        y, nfev, steps, _ = baseline.simulate(model, q0, qd0, T1, tol, tol, solver, formulation)
         times.append(time.perf_counter() - start)
     return {
+        "formulation": formulation,
+        "solver": solver,
+        "tol": tol,
         "time_s": statistics.median(times),
         "steps": steps,
         "rhs_evaluations": nfev,
@@ -99,7 +110,8 @@ def numpy_case(model, q0, qd0, reference, repeats: int) -> dict:
 
 
 def single_runs(links=(5, 50), methods=("qr", "banded"), repeats=5) -> list[dict]:
-    """Four-bar and chains: every jaxmbs method in `methods` vs the NumPy baseline."""
+    """Four-bar and chains: every jaxmbs method in `methods` vs the NumPy baseline of the
+    same method (and, under "numpy_qr", the NumPy QR null-space baseline)."""
     cases = [("four-bar", fourbar.fourbar(), baseline.fourbar_model(), fourbar.initial_state)]
     for n in links:
         cases.append((f"chain N={n}", chain.chain(n), baseline.chain_model(n), chain.initial_state))
@@ -107,19 +119,90 @@ def single_runs(links=(5, 50), methods=("qr", "banded"), repeats=5) -> list[dict
     for name, mech, model, initial in cases:
         q0, qd0 = initial(mech)
         reference = _reference(mech, q0, qd0)
-        npy = numpy_case(model, np.asarray(q0), np.asarray(qd0), reference, max(1, min(repeats, 3)))
+        npy = {
+            f: numpy_case(
+                model, np.asarray(q0), np.asarray(qd0), reference, max(1, min(repeats, 3)), f
+            )
+            for f in sorted(set(NUMPY_FORMULATION.values()))
+        }
         for method in methods:
             jx = jax_case(mech, q0, qd0, method, reference, repeats)
+            same = npy[NUMPY_FORMULATION[method]]
             rows.append(
                 {
                     "case": name,
                     "n": mech.n,
                     "jax": jx,
-                    "numpy": npy,
-                    "speedup": npy["time_s"] / jx["time_s"],
+                    "numpy": same,
+                    "numpy_qr": npy["qr"],
+                    "speedup": same["time_s"] / jx["time_s"],
+                    "speedup_vs_numpy_qr": npy["qr"]["time_s"] / jx["time_s"],
                 }
             )
     return rows
+
+
+#: Solvers of the work-precision comparison, paired by order (diffrax, SciPy).
+SOLVER_PAIRS = (("Tsit5", "RK45"), ("Dopri8", "DOP853"))
+
+
+def work_precision(
+    target=1e-6, tolerances=(1e-6, 1e-7, 1e-8, 1e-9, 1e-10), method="banded", repeats=3
+) -> dict:
+    """The four-bar at equal accuracy: for each side, every solver of `SOLVER_PAIRS` at every
+    tolerance (rtol = atol), and the fastest run whose final-state error against the 1e-12
+    reference is at most `target`. Both sides use the same method (`NUMPY_FORMULATION`)."""
+    mech, model = fourbar.fourbar(), baseline.fourbar_model()
+    q0, qd0 = fourbar.initial_state(mech)
+    reference = _reference(mech, q0, qd0)
+    runs = {"jax": [], "numpy": []}
+    for jax_solver, scipy_solver in SOLVER_PAIRS:
+        solver = getattr(diffrax, jax_solver)()
+
+        def run(q0, qd0, tol, solver=solver):
+            sol = jaxmbs.simulate(
+                mech, q0, qd0, (0.0, T1), method=method, rtol=tol, atol=tol, solver=solver,
+                stabilization="none", check_rank=False, max_steps=10**5,
+            )  # fmt: skip
+            return sol.q[-1], sol.stats
+
+        fn, compile_time = compiled(run, q0, qd0, TOL)  # tolerances are traced: one compile
+        for tol in tolerances:
+            q1, stats = fn(q0, qd0, tol)
+            runs["jax"].append(
+                {
+                    "solver": jax_solver,
+                    "tol": tol,
+                    "compile_s": compile_time,
+                    "time_s": median_time(lambda fn=fn, tol=tol: fn(q0, qd0, tol), repeats),
+                    "steps": int(stats["num_steps"]),
+                    "rhs_evaluations": int(stats["rhs_evaluations"]),
+                    "error": float(np.max(np.abs(np.asarray(q1) - reference))),
+                }
+            )
+            runs["numpy"].append(
+                numpy_case(
+                    model,
+                    np.asarray(q0),
+                    np.asarray(qd0),
+                    reference,
+                    1,
+                    NUMPY_FORMULATION[method],
+                    scipy_solver,
+                    tol,
+                )  # fmt: skip
+            )
+    best = {
+        side: min((r for r in rs if r["error"] <= target), key=lambda r: r["time_s"])
+        for side, rs in runs.items()
+    }
+    return {
+        "target_error": target,
+        "method": method,
+        "runs": runs,
+        "best": best,
+        "speedup": best["numpy"]["time_s"] / best["jax"]["time_s"],
+    }
 
 
 def batch_vs_loop(batch=1024, method="banded", loop_sample=64, rounds=3) -> dict:

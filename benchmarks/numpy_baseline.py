@@ -2,8 +2,9 @@
 
 Planar multibody dynamics in absolute coordinates q = (x_i, y_i, phi_i) with
 revolute joints, solved by the QR null-space method (Pękal & Frączek 2016,
-eqs 3.29-3.36; multipliers from eq 3.7) and integrated with
-``scipy.integrate.solve_ivp`` (RK45).  The constraint Jacobian and the
+eqs 3.29-3.36; multipliers from eq 3.7) or by the range-space (Wang–Huston) method
+(eqs 3.40-3.41: a Cholesky factorisation of Phi_q M^-1 Phi_q^T), and integrated with
+``scipy.integrate.solve_ivp`` (RK45 by default).  The constraint Jacobian and the
 acceleration right-hand side are hand-written and vectorised over joints; this
 is the reference the JAX implementation is compared against.
 """
@@ -113,9 +114,25 @@ def _solve(
     return qdd_p + p @ vdd, q1, r1
 
 
-def accelerations(model: Model, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
-    """qdd by the QR null-space method (particular + null-space part)."""
-    return _solve(model, q, qd)[0]
+def _range_space(model: Model, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
+    """qdd = M^-1 (Q - Phi_q^T lambda) with (Phi_q M^-1 Phi_q^T) lambda = Phi_q M^-1 Q - Gamma."""
+    jac, gamma = jacobian_and_gamma(model, q, qd)
+    scaled = jac / model.mass_diag  # Phi_q M^-1
+    lam = cho_solve(cho_factor(scaled @ jac.T), scaled @ model.force - gamma)
+    return (model.force - jac.T @ lam) / model.mass_diag
+
+
+#: The formulations of the baseline, by the name of the jaxmbs method they correspond to.
+FORMULATIONS = {
+    "qr": lambda model, q, qd: _solve(model, q, qd)[0],
+    "range-space": _range_space,
+}
+
+
+def accelerations(model: Model, q: np.ndarray, qd: np.ndarray, method: str = "qr") -> np.ndarray:
+    """qdd by the QR null-space method (particular + null-space part) or the range-space
+    method (`method="range-space"`)."""
+    return FORMULATIONS[method](model, q, qd)
 
 
 def multipliers(model: Model, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
@@ -124,10 +141,10 @@ def multipliers(model: Model, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
     return solve_triangular(r1, q1.T @ (model.force - model.mass_diag * qdd))
 
 
-def rhs(model: Model, t: float, y: np.ndarray) -> np.ndarray:
+def rhs(model: Model, t: float, y: np.ndarray, formulation: str = "qr") -> np.ndarray:
     """First-order ODE right-hand side for y = [q, qd]."""
     n = y.size // 2
-    return np.concatenate([y[n:], accelerations(model, y[:n], y[n:])])
+    return np.concatenate([y[n:], accelerations(model, y[:n], y[n:], formulation)])
 
 
 def energy(model: Model, q: np.ndarray, qd: np.ndarray) -> float:
@@ -136,14 +153,22 @@ def energy(model: Model, q: np.ndarray, qd: np.ndarray) -> float:
 
 
 def simulate(
-    model: Model, q0: np.ndarray, qd0: np.ndarray, t1: float, rtol: float = 1e-8, atol: float = 1e-8
+    model: Model,
+    q0: np.ndarray,
+    qd0: np.ndarray,
+    t1: float,
+    rtol: float = 1e-8,
+    atol: float = 1e-8,
+    method: str = "RK45",
+    formulation: str = "qr",
 ) -> tuple[np.ndarray, int, int, bool]:
-    """Integrate over (0, t1) with RK45; return (final y, nfev, steps, success)."""
+    """Integrate over (0, t1) with SciPy's `method` (RK45 by default) and the `formulation`
+    (`"qr"` or `"range-space"`); return (final y, nfev, steps, success)."""
     res = solve_ivp(
-        lambda t, y: rhs(model, t, y),
+        lambda t, y: rhs(model, t, y, formulation),
         (0.0, t1),
         np.concatenate([q0, qd0]),
-        method="RK45",
+        method=method,
         rtol=rtol,
         atol=atol,
     )
@@ -251,6 +276,11 @@ def _self_check() -> None:
     err_l = np.abs(four.mass_diag * qdd4 + jac4.T @ lam - four.force).max()
     print(f"four-bar |M qdd + Phi_q^T lambda - Q_e| = {err_l:.1e}, lambda = {np.round(lam, 4)}")
     assert err_l < 1e-10
+    for model, (q, qd) in ((four, (q4, qd4)), (chain_model(20), chain_initial_state(20))):
+        qdd_qr, qdd_range = (accelerations(model, q, qd, m) for m in FORMULATIONS)
+        err_f = np.abs(qdd_qr - qdd_range).max() / np.abs(qdd_qr).max()
+        print(f"n={q.size}: QR and range-space qdd agree to {err_f:.1e} (relative)")
+        assert err_f < 1e-10
     cases = [("four-bar", four, q4, qd4)]
     cases += [(f"chain N={n}", chain_model(n), *chain_initial_state(n)) for n in (5, 20, 50)]
     for name, model, q0, qd0 in cases:

@@ -175,5 +175,6 @@ def test_step_projection_derivative(model):
     w = jnp.asarray(rng.normal(size=tangent.shape))
     n = q.shape[0]
     cotangent = jax.jit(lambda x, w: jax.vjp(project, *x)[1]((w[:n], w[n:])))(x, w)
-    dot = sum(jnp.vdot(a, b) for a, b in zip(jax.tree.leaves(cotangent), jax.tree.leaves(v)))
+    pairs = zip(jax.tree.leaves(cotangent), jax.tree.leaves(v), strict=True)
+    dot = sum(jnp.vdot(a, b) for a, b in pairs)
     assert float(jnp.abs(dot - jnp.vdot(w, tangent))) < 1e-12 * float(jnp.abs(dot))
