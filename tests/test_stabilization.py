@@ -115,17 +115,23 @@ def test_sparse_and_dense_projections_agree(model):
     assert float(jnp.max(jnp.abs(c))) < 1e-12 * float(jnp.max(jnp.abs(qd)))
 
 
+def drifted_state(model, drift: float, seed: int):
+    """The model's initial state with random errors of size `drift` (a step's drift), and
+    the random generator."""
+    build, initial_state = model
+    mech = build()
+    q0, qd0 = initial_state(mech)
+    rng = np.random.default_rng(seed)
+    q = q0 + drift * rng.normal(size=q0.shape)
+    return mech, q, qd0 + drift * rng.normal(size=qd0.shape), rng
+
+
 @HOLONOMIC_AND_PFAFFIAN
 def test_step_projection_with_one_factorisation(model):
     """The step projector (chord Newton, Φ_q and M factorised once at the step's end state
     and, without Pfaffian rows, reused for the velocities) lands on both manifolds from a
     step's drift ε and agrees with the Newton projections to O(ε²)."""
-    build, initial_state = model
-    mech = build()
-    q0, qd0 = initial_state(mech)
-    rng = np.random.default_rng(9)
-    q = q0 + 1e-6 * rng.normal(size=q0.shape)
-    qd = qd0 + 1e-6 * rng.normal(size=qd0.shape)
+    mech, q, qd, _ = drifted_state(model, 1e-6, seed=9)
     structure = mech.structure
 
     @jax.jit
@@ -152,12 +158,7 @@ def test_step_projection_derivative(model):
     central differences of the projector in t, q, q̇ and the parameters to O(ε) (ε = 1e-7
     the drift; a dropped or flipped correction is off by O(1)), and reverse mode is its
     transpose: ⟨w, J v⟩ = ⟨Jᵀw, v⟩."""
-    build, initial_state = model
-    mech = build()
-    q0, qd0 = initial_state(mech)
-    rng = np.random.default_rng(10)
-    q = q0 + 1e-7 * rng.normal(size=q0.shape)
-    qd = qd0 + 1e-7 * rng.normal(size=qd0.shape)
+    mech, q, qd, rng = drifted_state(model, 1e-7, seed=10)
     x = (jnp.asarray(0.3), q, qd, {k: jnp.asarray(v) for k, v in mech.params.items()})
     v = jax.tree.map(lambda leaf: jnp.asarray(rng.normal(size=np.shape(leaf))), x)
 
