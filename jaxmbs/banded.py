@@ -27,8 +27,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import linalg
+from . import compressed, linalg
 from ._types import Array
+from .compressed import CompressedJacobian
 from .sparsity import BandPlan
 
 
@@ -72,13 +73,14 @@ def mass_factor(plan: BandPlan, M: Array) -> Array:
     return linalg.cholesky(_mass_blocks(plan, M))
 
 
-def factor(plan: BandPlan, M: Array, C: Array) -> RangeSpaceFactor:
-    """Factorise M (block by block) and A = G Gᵀ on the plan's rows of C."""
+def factor(plan: BandPlan, M: Array, C: Array | CompressedJacobian) -> RangeSpaceFactor:
+    """Factorise M (block by block) and A = G Gᵀ on the plan's rows of C (dense, or its
+    entries read from the probes of a `CompressedJacobian`)."""
     L_m = mass_factor(plan, M)
     nb, w = plan.rows.shape
     if nb == 1:
         rows = plan.rows[0]
-        C_b = linalg.take(C, rows[:, None, None], plan.mass_blocks[None])  # (r, nMb, b)
+        C_b = compressed.take(C, rows[:, None, None], plan.mass_blocks[None])  # (r, nMb, b)
         G = _times_mass_factor_inverse(L_m, C_b).reshape(rows.shape[0], -1)
         A = linalg.product_transpose(G, G) + jnp.diag(
             jnp.asarray(plan.padded[0], M.dtype)
@@ -87,7 +89,7 @@ def factor(plan: BandPlan, M: Array, C: Array) -> RangeSpaceFactor:
     L_w = jnp.concatenate([L_m, jnp.eye(L_m.shape[-1], dtype=M.dtype)[None]])[plan.windows]
 
     def window(rows):  # (nb, w) rows on each block's window of columns -> (nb, w, Wb·b)
-        C_w = linalg.take(C, rows[:, :, None, None], plan.columns[:, None])
+        C_w = compressed.take(C, rows[:, :, None, None], plan.columns[:, None])
         return _times_mass_factor_inverse(L_w[:, None], C_w).reshape(nb, w, -1)
 
     G, G_next = window(plan.rows), window(plan.next_rows)
@@ -121,7 +123,7 @@ def solve(plan: BandPlan, f: RangeSpaceFactor, Q: Array, gamma: Array) -> tuple[
 
 
 def range_space_solver(
-    plan: BandPlan, M: Array, C: Array
+    plan: BandPlan, M: Array, C: Array | CompressedJacobian
 ) -> Callable[[Array, Array], tuple[Array, Array]]:
     """(Q, Γ) ↦ (q̈, λ) of M q̈ + C_Rᵀλ_R = Q, C_R q̈ = Γ_R, with M and C factorised once
     (`factor`) for any number of right-hand sides (λ is zero on the rows outside the plan).
@@ -138,7 +140,7 @@ def range_space_solver(
     position = np.full(k, rows.size)  # of each constraint row in R (or none: zero)
     position[rows] = np.arange(rows.size)
     factors = factor(plan, jax.lax.stop_gradient(M), jax.lax.stop_gradient(C))
-    C_R = linalg.take(C, rows)
+    C_R = compressed.take(C, rows[:, None], np.arange(M.shape[0])[None, :])
 
     def matvec(x):
         qdd, lam_R = x
@@ -158,7 +160,7 @@ def range_space_solver(
 
 
 def range_space_solve(
-    plan: BandPlan, M: Array, Q: Array, C: Array, gamma: Array
+    plan: BandPlan, M: Array, Q: Array, C: Array | CompressedJacobian, gamma: Array
 ) -> tuple[Array, Array]:
     """q̈ and λ of M q̈ + C_Rᵀλ_R = Q, C_R q̈ = Γ_R (see `range_space_solver`)."""
     return range_space_solver(plan, M, C)(Q, gamma)

@@ -13,7 +13,12 @@ import jax
 
 from ._types import Array, Coordinates, Params, Velocities
 from .formulations import AbstractFormulation, get_formulation
-from .kinematics import constraint_jacobian, position_residual, velocity_residual_and_gamma
+from .kinematics import (
+    compressed_constraint_jacobian,
+    constraint_jacobian,
+    position_residual,
+    velocity_residual_and_gamma,
+)
 from .stabilization import AbstractStabilization, NoStabilization
 from .structure import Structure
 
@@ -21,10 +26,14 @@ if TYPE_CHECKING:
     from .mechanism import Mechanism
 
 
-def _terms(mechanism, stabilization, t, q, qd, params):
+def _terms(mechanism, stabilization, t, q, qd, params, compressed: bool = False):
+    """M, Q, C and Γ̄ at one state; C as a `CompressedJacobian` when `compressed`."""
     M = mechanism.mass_matrix(q, params)
     Q = mechanism.forces(t, q, qd, params)
-    C = constraint_jacobian(mechanism, t, q, params)
+    if compressed:
+        C = compressed_constraint_jacobian(mechanism, t, q, params)
+    else:
+        C = constraint_jacobian(mechanism, t, q, params)
     c, gamma = velocity_residual_and_gamma(mechanism, t, q, qd, params)
     if not isinstance(stabilization, NoStabilization):
         phi = position_residual(mechanism, t, q, params)

@@ -38,6 +38,7 @@ import numpy as np
 from . import banded
 from . import nullspace as ns
 from ._types import Array, ConstraintJacobian, ConstraintVector, GeneralizedForces, MassMatrix
+from .compressed import CompressedJacobian
 from .sparsity import structure_band_plan
 from .structure import Structure, independent_part
 
@@ -74,6 +75,9 @@ class AbstractFormulation(eqx.Module):
     """Interface of a formulation: `(M, Q, C, Γ, structure) -> q̈` (and λ)."""
 
     name: ClassVar[str]
+    #: Whether `accelerations` also takes C as a `jaxmbs.compressed.CompressedJacobian`
+    #: (the integrator then never forms the dense C).
+    reads_compressed_jacobian: ClassVar[bool] = False
 
     @abc.abstractmethod
     def accelerations(
@@ -369,6 +373,7 @@ class BandedWangHuston(AbstractFormulation):
     """
 
     name: ClassVar[str] = "banded"
+    reads_compressed_jacobian: ClassVar[bool] = True
 
     def _solve(self, M, Q, C, gamma, structure):
         return banded.range_space_solve(structure_band_plan(structure), M, Q, C, gamma)
@@ -380,6 +385,8 @@ class BandedWangHuston(AbstractFormulation):
         qdd, lam = self._solve(M, Q, C, gamma, structure)
         if structure.redundancy == 0:
             return qdd, lam
+        if isinstance(C, CompressedJacobian):
+            C = C.dense()
         return qdd, expand_multipliers(C, lam[jnp.asarray(structure.independent_rows)], structure)
 
 

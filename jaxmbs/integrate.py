@@ -371,7 +371,10 @@ class _VectorField(eqx.Module):
     def __call__(self, t, y, args):
         params, valid = args
         q, qd = _split(y, self.structure.n)
-        M, Q, C, gamma = _terms(self.mechanism, self.stabilization, t, q, qd, params)
+        M, Q, C, gamma = _terms(
+            self.mechanism, self.stabilization, t, q, qd, params,
+            compressed=self.formulation.reads_compressed_jacobian,
+        )  # fmt: skip
         qdd = self.formulation.accelerations(M, Q, C, gamma, self.structure)
         # An invalid sample is frozen (zero field), so it finishes at once inside a batch.
         return jnp.where(valid, jnp.concatenate([qd, qdd]), 0.0)

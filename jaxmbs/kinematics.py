@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from ._types import Array, ConstraintJacobian, ConstraintVector, Coordinates, Params, Velocities
+from .compressed import CompressedJacobian
 
 if TYPE_CHECKING:
     from .mechanism import Mechanism
@@ -69,6 +70,18 @@ def constraint_jacobian(
     return sparsity.compressed_jacobian(
         lambda qd: velocity_residual(mechanism, t, q, qd, params), qd0
     )
+
+
+def compressed_constraint_jacobian(
+    mechanism: Mechanism, t, q: Coordinates, params: Params
+) -> CompressedJacobian:
+    """C as its probes along the column colours of the structure's sparsity pattern
+    (`jaxmbs.compressed`): the entries without the dense matrix."""
+    sparsity = mechanism.structure.sparsity
+    probes = sparsity.probes(
+        lambda qd: velocity_residual(mechanism, t, q, qd, params), jnp.zeros_like(q)
+    )
+    return CompressedJacobian(probes, sparsity)
 
 
 def velocity_residual_and_gamma(

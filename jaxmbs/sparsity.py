@@ -109,12 +109,21 @@ class Sparsity:
         """Boolean (n, n) pattern of M."""
         return _to_array(self.mass, self.n)
 
+    def _seeds(self, dtype) -> Array:
+        """The colour groups s_k as rows, shape (n_colours, n)."""
+        colours = np.asarray(self.colours, dtype=int)
+        return jnp.asarray(colours[None, :] == np.arange(self.n_colours)[:, None], dtype)
+
+    def probes(self, fn: Callable[[Array], Array], x: Array) -> Array:
+        """The Jacobian-vector products C s_k of `fn` at `x` along the colour groups s_k,
+        shape (n_colours, rows): C[i, j] = (C s_colour(j))[i] on the pattern."""
+        return jax.vmap(lambda v: jax.jvp(fn, (x,), (v,))[1])(self._seeds(x.dtype))
+
     def compressed_jacobian(self, fn: Callable[[Array], Array], x: Array) -> Array:
         """Jacobian of `fn` at `x` (pattern `jacobian`) from `n_colours` Jacobian-vector
-        products along the colour groups: C[i, j] = (C s_colour(j))[i] on the pattern."""
+        products along the colour groups (`probes`), as a dense array."""
         colours = np.asarray(self.colours, dtype=int)
-        seeds = jnp.asarray(colours[None, :] == np.arange(self.n_colours)[:, None], x.dtype)
-        _, probes = jax.vmap(lambda v: jax.jvp(fn, (x,), (v,)))(seeds)
+        probes = self.probes(fn, x)
         # Each probe spread over its colour's columns, without a gather (XLA's CPU gather
         # goes element by element): small Jacobians by one fused select per colour, large
         # ones by the product probesᵀ seeds (a library call, cheaper than many selects).
@@ -123,7 +132,7 @@ class Sparsity:
                 jnp.where(colours == k, probes[k][:, None], 0.0) for k in range(self.n_colours)
             )
         else:
-            spread = probes.T @ seeds
+            spread = probes.T @ self._seeds(x.dtype)
         return jnp.where(self.jacobian_pattern, spread, 0.0)
 
 

@@ -29,7 +29,12 @@ import jax.scipy.linalg as jsl
 
 from . import banded
 from ._types import Array, Coordinates, Params, Velocities
-from .kinematics import constraint_jacobian, position_residual, velocity_residual
+from .kinematics import (
+    compressed_constraint_jacobian,
+    constraint_jacobian,
+    position_residual,
+    velocity_residual,
+)
 from .sparsity import band_plan
 from .structure import Structure
 
@@ -52,8 +57,8 @@ def _corrector(
     derivative); else dense Cholesky factorisations.
     """
     M = mechanism.mass_matrix(q, params)
-    J = constraint_jacobian(mechanism, t, q, params)
     if structure.sparsity is not None:
+        J = compressed_constraint_jacobian(mechanism, t, q, params)
         solver = banded.range_space_solver(band_plan(structure.sparsity, rows), M, J)
 
         def correct(residual):
@@ -64,6 +69,7 @@ def _corrector(
             return solver(no_force, -padded)[0]
 
         return correct
+    J = constraint_jacobian(mechanism, t, q, params)
     index = jnp.asarray(rows)
     X = jsl.cho_solve(jsl.cho_factor(M, lower=True), J[index].T)  # M⁻¹J_Rᵀ
     schur = jsl.cho_factor(J[index] @ X, lower=True)

@@ -15,7 +15,7 @@ from helpers import FORMULATION_RTOL, assert_close, relative_error
 import jaxmbs
 from jaxmbs import linalg
 from jaxmbs.joints import planar
-from jaxmbs.kinematics import velocity_residual
+from jaxmbs.kinematics import compressed_constraint_jacobian, velocity_residual
 from jaxmbs.models import chain, fourbar, mobile_robot
 from jaxmbs.sparsity import greedy_colouring, structure_band_plan
 
@@ -45,13 +45,20 @@ def test_compressed_jacobian_equals_dense(build, initial):
         assert len(set(colours[row])) == row.sum()
     assert sparsity.n_colours < mech.n
     q = jnp.asarray(initial(mech)[0]) + 0.05 * RNG.normal(size=mech.n)
-    C, dense = jax.jit(
+    k, n = pattern.shape
+    # Entries read from the probes, with out-of-range (padding) indices on both axes.
+    rows, columns = np.arange(-1, k + 1)[:, None], np.arange(-1, n + 1)[None, :]
+    C, dense, entries = jax.jit(
         lambda q: (
             jaxmbs.constraint_jacobian(mech, 0.3, q, mech.params),  # compressed
             dense_jacobian(mech, 0.3, q),
+            compressed_constraint_jacobian(mech, 0.3, q, mech.params).take(rows, columns),
         )
     )(q)
     assert_close(C, dense, 0.0, 1e-14, "C")
+    assert_close(entries[1:-1, 1:-1], dense, 0.0, 1e-14, "C from the probes")
+    assert float(jnp.max(jnp.abs(entries[np.array([0, -1])]))) == 0.0
+    assert float(jnp.max(jnp.abs(entries[:, np.array([0, -1])]))) == 0.0
 
 
 def test_chain_needs_few_products_and_a_block_diagonal_mass():
