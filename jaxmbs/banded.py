@@ -140,9 +140,11 @@ def range_space_solver(
     position = np.full(k, rows.size)  # of each constraint row in R (or none: zero)
     position[rows] = np.arange(rows.size)
     factors = factor(plan, jax.lax.stop_gradient(M), jax.lax.stop_gradient(C))
-    C_R = compressed.take(C, rows[:, None], np.arange(M.shape[0])[None, :])
 
     def matvec(x):
+        # Formed here, not outside: only derivatives evaluate the operator, and a value
+        # closed over would be computed in every solve.
+        C_R = linalg.take(C.dense() if isinstance(C, CompressedJacobian) else C, rows)
         qdd, lam_R = x
         return mass_matvec(plan, M, qdd) + C_R.T @ lam_R, C_R @ qdd
 

@@ -74,10 +74,13 @@ def constraint_jacobian(
 
 def compressed_constraint_jacobian(
     mechanism: Mechanism, t, q: Coordinates, params: Params
-) -> CompressedJacobian:
+) -> CompressedJacobian | ConstraintJacobian:
     """C as its probes along the column colours of the structure's sparsity pattern
-    (`jaxmbs.compressed`): the entries without the dense matrix."""
+    (`jaxmbs.compressed`): the entries without the dense matrix. Dense where that is
+    assembled in one fused kernel (small Jacobians, `Sparsity.assembled_by_product`)."""
     sparsity = mechanism.structure.sparsity
+    if not sparsity.assembled_by_product:
+        return constraint_jacobian(mechanism, t, q, params)
     probes = sparsity.probes(
         lambda qd: velocity_residual(mechanism, t, q, qd, params), jnp.zeros_like(q)
     )

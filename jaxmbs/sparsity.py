@@ -119,21 +119,31 @@ class Sparsity:
         shape (n_colours, rows): C[i, j] = (C s_colour(j))[i] on the pattern."""
         return jax.vmap(lambda v: jax.jvp(fn, (x,), (v,))[1])(self._seeds(x.dtype))
 
-    def compressed_jacobian(self, fn: Callable[[Array], Array], x: Array) -> Array:
-        """Jacobian of `fn` at `x` (pattern `jacobian`) from `n_colours` Jacobian-vector
-        products along the colour groups (`probes`), as a dense array."""
+    @property
+    def assembled_by_product(self) -> bool:
+        """Whether the dense C is assembled from the probes by a library product (large
+        Jacobians); there reading C's entries from the probes instead pays
+        (`jaxmbs.compressed`)."""
+        return self.n_colours * len(self.jacobian) * self.n > SMALL_PRODUCT
+
+    def spread(self, probes: Array) -> Array:
+        """The dense C from its probes (`probes`): each probe spread over its colour's
+        columns, without a gather (XLA's CPU gather goes element by element): small
+        Jacobians by one fused select per colour, large ones by the product probesᵀ seeds
+        (a library call, cheaper than many selects)."""
         colours = np.asarray(self.colours, dtype=int)
-        probes = self.probes(fn, x)
-        # Each probe spread over its colour's columns, without a gather (XLA's CPU gather
-        # goes element by element): small Jacobians by one fused select per colour, large
-        # ones by the product probesᵀ seeds (a library call, cheaper than many selects).
-        if probes.size * self.n <= SMALL_PRODUCT:
+        if self.assembled_by_product:
+            spread = probes.T @ self._seeds(probes.dtype)
+        else:
             spread = sum(
                 jnp.where(colours == k, probes[k][:, None], 0.0) for k in range(self.n_colours)
             )
-        else:
-            spread = probes.T @ self._seeds(x.dtype)
         return jnp.where(self.jacobian_pattern, spread, 0.0)
+
+    def compressed_jacobian(self, fn: Callable[[Array], Array], x: Array) -> Array:
+        """Jacobian of `fn` at `x` (pattern `jacobian`) from `n_colours` Jacobian-vector
+        products along the colour groups (`probes`), as a dense array."""
+        return self.spread(self.probes(fn, x))
 
 
 def _perturbed(leaf, rng: np.random.Generator):
