@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
 
 def _terms(mechanism, stabilization, t, q, qd, params, compressed: bool = False):
-    """M, Q, C and Γ̄ at one state; C as a `CompressedJacobian` when `compressed`."""
+    """M, Q, C and Γ̄ at one state; with `compressed`, C as a `CompressedJacobian` where its
+    dense form is costly (`compressed_constraint_jacobian`)."""
     M = mechanism.mass_matrix(q, params)
     Q = mechanism.forces(t, q, qd, params)
     if compressed:

@@ -76,7 +76,7 @@ class AbstractFormulation(eqx.Module):
 
     name: ClassVar[str]
     #: Whether `accelerations` also takes C as a `jaxmbs.compressed.CompressedJacobian`
-    #: (the integrator then never forms the dense C).
+    #: (the integrator then passes one where the dense C is costly to form).
     reads_compressed_jacobian: ClassVar[bool] = False
 
     @abc.abstractmethod
