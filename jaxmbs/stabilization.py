@@ -85,7 +85,8 @@ def _newton(mechanism, structure, t, q, params, iterations, tolerance, correct=N
     the corrector rebuilt at every iterate (Newton) or a given one reused (chord Newton:
     each step multiplies Φ by O(|Δq|), so from a step's drift two take it to round-off).
     With a `tolerance`, only where their max |Φ| exceeds it (`lax.cond`: skipped work in a
-    single run; under `vmap` both branches run and are selected per sample)."""
+    single run; under `vmap` both branches run and are selected per sample). Returns the
+    new q and whether the iterations ran."""
     rows = structure.independent_holonomic_rows
 
     def newton_step(_, q):
@@ -98,16 +99,10 @@ def _newton(mechanism, structure, t, q, params, iterations, tolerance, correct=N
         return jax.lax.fori_loop(0, iterations, newton_step, q)
 
     if tolerance is None:
-        return iterate(q)
-    return jax.lax.cond(
-        _drift(mechanism, structure, t, q, params) > tolerance, iterate, lambda q: q, q
-    )
-
-
-def _drift(mechanism, structure, t, q, params) -> Array:
-    """max |Φ| over the independent holonomic rows."""
-    rows = jnp.asarray(structure.independent_holonomic_rows)
-    return jnp.max(jnp.abs(position_residual(mechanism, t, q, params)[rows]))
+        return iterate(q), True
+    drift = jnp.max(jnp.abs(position_residual(mechanism, t, q, params)[jnp.asarray(rows)]))
+    projected = drift > tolerance
+    return jax.lax.cond(projected, iterate, lambda q: q, q), projected
 
 
 def project_positions(
@@ -126,7 +121,7 @@ def project_positions(
     """
     if structure.rank_holonomic == 0:
         return q
-    return _newton(mechanism, structure, t, q, params, iterations, tolerance)
+    return _newton(mechanism, structure, t, q, params, iterations, tolerance)[0]
 
 
 def project_velocities(
@@ -334,10 +329,7 @@ def _project_state(mechanism, structure, iterations, tolerance, t, q, qd, params
             False,
         )
     correct_q = _corrector(mechanism, structure, rows, t, q, params)
-    projected = True
-    if tolerance is not None:
-        projected = _drift(mechanism, structure, t, q, params) > tolerance
-    q = _newton(mechanism, structure, t, q, params, iterations, tolerance, correct_q)
+    q, projected = _newton(mechanism, structure, t, q, params, iterations, tolerance, correct_q)
     correct_v = correct_q
     if rows != structure.independent_rows:
         correct_v = _corrector(mechanism, structure, structure.independent_rows, t, q, params)
