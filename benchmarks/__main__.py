@@ -36,6 +36,7 @@ def main() -> None:
     gradients = {m: core.gradient_cost(method=m, repeats=repeats) for m in ("qr", "banded")}
     gradient = gradients["banded"]
     plain = core.plain_compile_times()
+    checks = core.checks_cost(repeats=repeats)
 
     four_qr, four_banded = by["four-bar", "qr"], by["four-bar", "banded"]
     chain50 = by["chain N=50", "banded"]
@@ -65,6 +66,12 @@ def main() -> None:
         ("cost growth chain N = 5 → 50 (`banded`)", f"{growth:.1f}×", "≤ 15×",
          f"NumPy range space: {chain50['numpy']['time_s'] / np5:.1f}×, NumPy QR: "
          f"{chain50['numpy_qr']['time_s'] / by['chain N=5', 'banded']['numpy_qr']['time_s']:.1f}×"),
+        ("chain N = 50 (`banded`) with the rank check / with the default options (rank check, "
+         "projection), time relative to the bare solve",
+         f"{checks['runs']['rank check']['ratio_to_bare']:.2f}× / "
+         f"{checks['runs']['default']['ratio_to_bare']:.2f}×", "—",
+         f"bare {checks['runs']['bare']['time_s']:.2f} s; compile "
+         + ", ".join(f"{k} {v['compile_s']:.1f} s" for k, v in checks["runs"].items())),
         (f"vmap batch of {batch['batch']} four-bars vs single runs",
          f"{batch['speedup']:.1f}×", "≥ 10×",
          f"one chunk over {batch['devices']} devices (one device: "
@@ -118,6 +125,7 @@ def main() -> None:
             )
     print(f"batch: {json.dumps(batch)}")
     print(f"gradients: {json.dumps(gradients)}")
+    print(f"checks: {json.dumps(checks)}")
     with open(args.json, "w") as f:
         json.dump(
             {
@@ -126,6 +134,7 @@ def main() -> None:
                 "batch": batch,
                 "gradients": gradients,
                 "plain": plain,
+                "checks": checks,
             },
             f,
             indent=2,

@@ -13,7 +13,8 @@ same ODE; 10 s of motion):
 4. a vmapped batch of four-bars against the loop of the same single runs;
 5. reverse-mode (and forward-mode) gradient of a four-bar response w.r.t. 10 parameters,
    as a multiple of one forward solve;
-6. compile times of the forward solve and of the gradient.
+6. compile times of the forward solve and of the gradient;
+7. the cost of the checks along the motion (rank check, projection) on the chain N = 50.
 
 Every case reports steady time (median), compile time, steps, RHS evaluations, and the
 final-state error against a tight reference solve, so that speed is compared at stated
@@ -346,3 +347,35 @@ def plain_compile_times(method="qr") -> dict:
     _, forward = compiled(crank_angle, 2.0)
     _, reverse = compiled(jax.grad(crank_angle), 2.0)
     return {"method": method, "compile_forward_s": forward, "compile_reverse_s": reverse}
+
+
+#: Configurations of `checks_cost`: (stabilisation, rank check).
+CHECKS = {"bare": ("none", False), "rank check": ("none", True), "default": ("projection", True)}
+
+
+def checks_cost(links=50, method="banded", repeats=3) -> dict:
+    """Chain N = `links`, 10 s: the solve without checks (as in the single-run rows), with the
+    rank check, and with the default options (rank check and projection), in one
+    interleaved run (rounds of the three, medians compared)."""
+    mech = chain.chain(links)
+    q0, qd0 = chain.initial_state(mech)
+    fns, out = {}, {}
+    for name, (stabilization, check_rank) in CHECKS.items():
+
+        def run(q0, qd0, stabilization=stabilization, check_rank=check_rank):
+            sol = jaxmbs.simulate(
+                mech, q0, qd0, (0.0, T1), method=method, rtol=TOL, atol=TOL,
+                stabilization=stabilization, check_rank=check_rank,
+            )  # fmt: skip
+            return sol.q[-1], sol.stats["num_steps"]
+
+        fns[name], compile_time = compiled(run, q0, qd0)
+        out[name] = {"compile_s": compile_time, "steps": int(fns[name](q0, qd0)[1])}
+    times = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            times[name].append(median_time(lambda fn=fn: fn(q0, qd0), 1))
+    for name in fns:
+        out[name]["time_s"] = statistics.median(times[name])
+        out[name]["ratio_to_bare"] = out[name]["time_s"] / statistics.median(times["bare"])
+    return {"case": f"chain N={links}", "method": method, "runs": out}

@@ -76,25 +76,57 @@ def mass_factor(plan: BandPlan, M: Array) -> Array:
 def factor(plan: BandPlan, M: Array, C: Array | CompressedJacobian) -> RangeSpaceFactor:
     """Factorise M (block by block) and A = G Gᵀ on the plan's rows of C (dense, or its
     entries read from the probes of a `CompressedJacobian`)."""
-    L_m = mass_factor(plan, M)
+    return _factor_rows(plan, mass_factor(plan, M), C)
+
+
+def _factor_rows(plan: BandPlan, L_m: Array, C: Array | CompressedJacobian) -> RangeSpaceFactor:
+    """`factor` with the factors L_m of M's diagonal blocks given."""
     nb, w = plan.rows.shape
     if nb == 1:
         rows = plan.rows[0]
         C_b = compressed.take(C, rows[:, None, None], plan.mass_blocks[None])  # (r, nMb, b)
         G = _times_mass_factor_inverse(L_m, C_b).reshape(rows.shape[0], -1)
         A = linalg.product_transpose(G, G) + jnp.diag(
-            jnp.asarray(plan.padded[0], M.dtype)
+            jnp.asarray(plan.padded[0], L_m.dtype)
         )  # padding: r = 0
         return RangeSpaceFactor(L_m, G, linalg.cho_factor(A))
-    L_w = jnp.concatenate([L_m, jnp.eye(L_m.shape[-1], dtype=M.dtype)[None]])[plan.windows]
+    L_w = jnp.concatenate([L_m, jnp.eye(L_m.shape[-1], dtype=L_m.dtype)[None]])[plan.windows]
 
     def window(rows):  # (nb, w) rows on each block's window of columns -> (nb, w, Wb·b)
         C_w = compressed.take(C, rows[:, :, None, None], plan.columns[:, None])
         return _times_mass_factor_inverse(L_w[:, None], C_w).reshape(nb, w, -1)
 
     G, G_next = window(plan.rows), window(plan.next_rows)
-    D = linalg.gram(G, G) + jnp.asarray(plan.padded[:, :, None] * np.eye(w), M.dtype)
+    D = linalg.gram(G, G) + jnp.asarray(plan.padded[:, :, None] * np.eye(w), L_m.dtype)
     return RangeSpaceFactor(L_m, G, linalg.block_tridiagonal_factor(D, linalg.gram(G_next, G)))
+
+
+def elimination_order(plan: BandPlan) -> np.ndarray:
+    """The plan's rows (padding included) in the order the factorisation of A eliminates
+    them: block cyclic reduction takes the odd-numbered blocks first, then the odd ones of
+    the blocks left, and so on; the last block remaining comes last."""
+    blocks, order = np.arange(plan.rows.shape[0]), []
+    while blocks.size > 1:
+        order.extend(blocks[1::2])
+        blocks = blocks[0::2]
+    order.extend(blocks)
+    return plan.rows[np.asarray(order)].reshape(-1)
+
+
+def gram_pivots(plan: BandPlan, C: Array | CompressedJacobian) -> Array:
+    """Pivots L_kk of the Cholesky factorisation of C_R C_Rᵀ, rows in `elimination_order`
+    (padding rows: 1). In exact arithmetic L_kk = |R_kk| of the QR factorisation of C_Rᵀ with
+    its columns in that order (C_R C_Rᵀ = Rᵀ R): the distance of each row from the span of
+    the rows before it, at O(n) cost on a banded C_R. Squaring C costs accuracy: a pivot
+    carries an error of about ε‖C‖² / L_kk, so pivots much below √ε‖C‖ are noise (NaN where
+    the computed Schur complement is negative)."""
+    nMb, b = plan.mass_blocks.shape
+    identity = jnp.broadcast_to(jnp.eye(b, dtype=C.dtype), (nMb, b, b))
+    schur = _factor_rows(plan, identity, C).schur
+    if isinstance(schur, linalg.BlockTridiagonalFactor):
+        factors = [L_o for L_o, _, _ in schur.levels] + [schur.last[None]]
+        return jnp.concatenate([jnp.diagonal(L, axis1=-2, axis2=-1).reshape(-1) for L in factors])
+    return jnp.diagonal(schur)
 
 
 def solve(plan: BandPlan, f: RangeSpaceFactor, Q: Array, gamma: Array) -> tuple[Array, Array]:

@@ -34,6 +34,10 @@ class CompressedJacobian(eqx.Module):
     def shape(self) -> tuple[int, int]:
         return self.probes.shape[1], self.sparsity.n
 
+    @property
+    def dtype(self):
+        return self.probes.dtype
+
     def take(self, rows: np.ndarray, columns: np.ndarray) -> Array:
         """C[rows, columns] for static index arrays (broadcast together); indices out of range
         (padding) and entries outside the pattern read zero."""

@@ -23,7 +23,8 @@ from . import banded, linalg
 from ._types import Array, ArrayLike, Params
 from .dynamics import _terms, accelerations_and_multipliers, resolve_structure
 from .formulations import AbstractFormulation, get_formulation
-from .kinematics import constraint_jacobian, position_residual, velocity_residual
+from .kinematics import position_residual, velocity_residual
+from .singularity import singularity_event
 from .sparsity import structure_band_plan
 from .stabilization import (
     AbstractStabilization,
@@ -111,63 +112,6 @@ def _rhs_evaluations(solver: diffrax.AbstractSolver, num_steps: Array, auto_dt0:
     stages = len(tableau.c) + 1
     per_step = stages - 1 if tableau.fsal else stages
     return per_step * num_steps + (1 if tableau.fsal else 0) + (2 if auto_dt0 else 0)
-
-
-def _singularity_event(
-    mechanism: Mechanism, structure: Structure, rtol: float, formulation: AbstractFormulation
-) -> diffrax.Event:
-    """Terminating event: the constraint Jacobian changes rank along the motion, or the
-    formulation's fixed pivot block degenerates.
-
-    Singular when the independent rows lose rank (smallest |Rᵢᵢ| of the QR of C_Iᵀ below
-    `rtol` times the largest), or when a row classed as redundant leaves their span. For a
-    formulation with a pivot block fixed outside jit (coordinate partitioning), also when the
-    block's condition falls below the formulation's threshold (checked at each step) or its
-    signed condition indicator changes sign within a step (it passed through singularity).
-    """
-    rows = jnp.asarray(structure.independent_rows)
-    dependent = jnp.asarray(structure.dependent_rows, dtype=int)
-
-    # Jitted: diffrax traces the event functions several times; each traces these once.
-    @jax.jit
-    def jacobian(t, y, args):
-        params, _ = args
-        q = y[: structure.n]
-        return jax.lax.stop_gradient(constraint_jacobian(mechanism, t, q, params))
-
-    @jax.jit
-    def rank_lost(t, y, args):
-        _, valid = args
-        C = jacobian(t, y, args)
-        # Q1 spans the independent rows, d = |R_kk| of C_Iᵀ = Q1ᵀR (no LAPACK for small C_I,
-        # so that vmapped batches call no batched library kernel).
-        Q1, d = linalg.orthonormal_rows(C[rows], passes=2 if structure.redundancy else 1)
-        scale = jnp.maximum(jnp.max(d), 1.0)
-        singular = jnp.min(d) < rtol * scale
-        if structure.redundancy:
-            C_dep = C[dependent]
-            leak = C_dep - (C_dep @ Q1.T) @ Q1
-            singular = singular | (jnp.max(jnp.abs(leak)) > jnp.sqrt(rtol) * scale)
-        return singular & valid
-
-    def rank_changed(t, y, args, **kwargs):
-        return rank_lost(t, y, args)
-
-    k = structure.n_constraints
-    probe = jax.ShapeDtypeStruct((k, structure.n), jnp.result_type(float))
-    if jax.eval_shape(lambda C: formulation.pivot_condition(C, structure), probe) is None:
-        return diffrax.Event(rank_changed)
-
-    def pivot_ill_conditioned(t, y, args, **kwargs):
-        _, valid = args
-        return formulation.pivot_condition(jacobian(t, y, args), structure)[1] & valid
-
-    def pivot_indicator(t, y, args, **kwargs):
-        _, valid = args
-        indicator = formulation.pivot_condition(jacobian(t, y, args), structure)[0]
-        return jnp.where(valid, indicator, 1.0)
-
-    return diffrax.Event((rank_changed, pivot_ill_conditioned, pivot_indicator))
 
 
 def _check_inputs(mechanism: Mechanism, q0, qd0, t_span, saveat):
@@ -466,7 +410,7 @@ def _solve(mechanism, structure, q0, qd0, t0, t1, saveat, options: _Options) -> 
         max_steps=options.max_steps,
         adjoint=options.adjoint,
         event=(
-            _singularity_event(mechanism, structure, options.rank_rtol, options.formulation)
+            singularity_event(mechanism, structure, options.rank_rtol, options.formulation)
             if check_rank
             else None
         ),

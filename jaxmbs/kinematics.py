@@ -26,6 +26,7 @@ from .compressed import CompressedJacobian
 
 if TYPE_CHECKING:
     from .mechanism import Mechanism
+    from .sparsity import Sparsity
 
 
 def position_residual(mechanism: Mechanism, t, q: Coordinates, params: Params) -> Array:
@@ -73,12 +74,13 @@ def constraint_jacobian(
 
 
 def compressed_constraint_jacobian(
-    mechanism: Mechanism, t, q: Coordinates, params: Params
+    mechanism: Mechanism, t, q: Coordinates, params: Params, sparsity: Sparsity | None = None
 ) -> CompressedJacobian | ConstraintJacobian:
-    """C as its probes along the column colours of the structure's sparsity pattern
-    (`jaxmbs.compressed`): the entries without the dense matrix. Dense where that is
-    assembled in one fused kernel (small Jacobians, `Sparsity.assembled_by_product`)."""
-    sparsity = mechanism.structure.sparsity
+    """C as its probes along the column colours of a sparsity pattern (default: the
+    mechanism's structure's; `jaxmbs.compressed`): the entries without the dense matrix.
+    Dense where that is assembled in one fused kernel (small Jacobians,
+    `Sparsity.assembled_by_product`)."""
+    sparsity = mechanism.structure.sparsity if sparsity is None else sparsity
     if not sparsity.assembled_by_product:
         return constraint_jacobian(mechanism, t, q, params)
     probes = sparsity.probes(
