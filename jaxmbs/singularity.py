@@ -40,9 +40,14 @@ from .structure import Structure
 GRAM_SCREEN = 1e-4
 
 
+def _scale(d: Array) -> Array:
+    """The scale that pivots d = |R_kk| are measured against: the largest, at least 1."""
+    return jnp.maximum(jnp.max(d), 1.0)
+
+
 def _qr_rank_lost(d: Array, rtol: float) -> Array:
     """The rank test on the pivots d = |R_kk| of the QR of C_Iᵀ."""
-    return jnp.min(d) < rtol * jnp.maximum(jnp.max(d), 1.0)
+    return jnp.min(d) < rtol * _scale(d)
 
 
 def screened_by_gram(structure: Structure) -> bool:
@@ -67,8 +72,7 @@ def qr_rank_test(structure: Structure, rtol: float):
         if structure.redundancy:
             C_dep = C[dependent]
             leak = C_dep - (C_dep @ Q1.T) @ Q1
-            scale = jnp.maximum(jnp.max(d), 1.0)
-            singular = singular | (jnp.max(jnp.abs(leak)) > jnp.sqrt(rtol) * scale)
+            singular = singular | (jnp.max(jnp.abs(leak)) > jnp.sqrt(rtol) * _scale(d))
         return singular
 
     return rank_lost
@@ -86,7 +90,7 @@ def gram_rank_test(structure: Structure, rtol: float):
 
     def rank_lost(C: Array | CompressedJacobian) -> Array:
         pivots = banded.gram_pivots(plan, C)[real]
-        clear = jnp.min(pivots) > threshold * jnp.maximum(jnp.max(pivots), 1.0)
+        clear = jnp.min(pivots) > threshold * _scale(pivots)
 
         def qr_test() -> Array:
             dense = C.dense() if isinstance(C, CompressedJacobian) else C
