@@ -269,23 +269,34 @@ def _transpose(A: Array) -> Array:
 
 
 def orthonormal_rows(A: Array, passes: int = 1) -> tuple[Array, Array]:
-    """Orthonormal rows spanning the rows of A (..., r, n), r ≤ n, and the pivots |R_kk|.
+    """Orthonormal rows Q spanning the rows of A (..., r, n), r ≤ n, and the pivots |R_kk| of
+    the QR factorisation Aᵀ = Qᵀ R.
 
-    Modified Gram–Schmidt on the rows in order: v_k is row k minus its components along the
-    rows before it, R_kk = |v_k| and q_k = v_k / R_kk, so that Aᵀ = Qᵀ R is the QR
-    factorisation of Aᵀ (the same |R_kk| as Householder QR). A row in the span of the
-    previous ones has R_kk ≈ 0 and gives a zero row of Q. One pass gives R_kk to working
-    accuracy; `passes=2` re-orthogonalises (Q orthonormal to round-off). Vector operations
-    over the rows, no library call: vectorised under `vmap` for r ≤ `MAX_BLOCK`, beyond that
-    a LAPACK QR.
+    A single matrix takes one LAPACK (Householder) QR. Stacks, and batches under `jax.vmap`
+    (`jax.custom_batching`), with r ≤ `MAX_BLOCK` take modified Gram–Schmidt on the rows in
+    order, vector operations vectorised across the batch with no library call: v_k is row k
+    minus its components along the rows before it, R_kk = |v_k| and q_k = v_k / R_kk (the
+    same |R_kk| as Householder QR). One pass gives R_kk to working accuracy; `passes=2`
+    re-orthogonalises (Q orthonormal to round-off). Where a row lies in the span of the
+    rows before it, R_kk ≈ 0 and its row of Q is zero (Gram–Schmidt) or any unit vector
+    orthogonal to the others (Householder).
     """
-    r = A.shape[-2]
-    if r > MAX_BLOCK:
-        Q, R = jnp.linalg.qr(_transpose(A))
-        return _transpose(Q), jnp.abs(jnp.diagonal(R, axis1=-2, axis2=-1))
+    if A.shape[-2] > MAX_BLOCK:
+        return _householder_rows(A)
+    if A.ndim == 2:
+        return _single_or_batched_rows(passes)(A)
+    return _gram_schmidt_rows(A, passes)
+
+
+def _householder_rows(A: Array) -> tuple[Array, Array]:
+    Q, R = jnp.linalg.qr(_transpose(A))
+    return _transpose(Q), jnp.abs(jnp.diagonal(R, axis1=-2, axis2=-1))
+
+
+def _gram_schmidt_rows(A: Array, passes: int) -> tuple[Array, Array]:
     basis: list = []
     pivots = []
-    for k in range(r):
+    for k in range(A.shape[-2]):
         v = A[..., k, :]
         for _ in range(passes):
             for q in basis:
@@ -294,6 +305,24 @@ def orthonormal_rows(A: Array, passes: int = 1) -> tuple[Array, Array]:
         pivots.append(norm)
         basis.append(v / jnp.where(norm > 0.0, norm, 1.0)[..., None])
     return jnp.stack(basis, axis=-2), jnp.stack(pivots, axis=-1)
+
+
+@functools.cache
+def _single_or_batched_rows(passes: int):
+    """A ↦ `orthonormal_rows(A)` for one matrix: Householder QR, and Gram–Schmidt (`passes`)
+    when vmapped."""
+
+    @jax.custom_batching.custom_vmap
+    def rows(A: Array) -> tuple[Array, Array]:
+        return _householder_rows(A)
+
+    @rows.def_vmap
+    def _(axis_size: int, in_batched: list[bool], A: Array):
+        if not in_batched[0]:
+            return _householder_rows(A), (False, False)
+        return _gram_schmidt_rows(A, passes), (True, True)
+
+    return rows
 
 
 class BlockTridiagonalFactor(NamedTuple):

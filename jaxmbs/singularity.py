@@ -65,8 +65,9 @@ def qr_rank_test(structure: Structure, rtol: float):
     dependent = np.asarray(structure.dependent_rows, dtype=int)
 
     def rank_lost(C: Array) -> Array:
-        # Q1 spans the independent rows, d = |R_kk| of C_Iᵀ = Q1ᵀR (no LAPACK for small C_I,
-        # so that vmapped batches call no batched library kernel).
+        # Q1 spans the independent rows, d = |R_kk| of C_Iᵀ = Q1ᵀR (one LAPACK QR for a
+        # single run; Gram–Schmidt for a small C_I under vmap, so that vmapped batches call
+        # no batched library kernel).
         Q1, d = linalg.orthonormal_rows(C[rows], passes=2 if structure.redundancy else 1)
         singular = _qr_rank_lost(d, rtol)
         if structure.redundancy:

@@ -109,11 +109,20 @@ def test_kernels_match_lapack():
     assert_close(linalg.solve_lower_transpose(L, B), expected, 0.0, 1e-12, "L⁻ᵀB")
 
 
+@pytest.mark.parametrize("mode", ["stack", "vmap", "single"])
 @pytest.mark.parametrize("r, n", [(8, 9), (6, 6), (20, 24)], ids=["8x9", "square", "lapack"])
-def test_orthonormal_rows_match_householder_qr(r, n):
+def test_orthonormal_rows_match_householder_qr(r, n, mode):
+    """Gram–Schmidt on a stack or a vmapped batch, LAPACK on one matrix (or r > MAX_BLOCK):
+    the same pivots and span."""
     A = RNG.normal(size=(3, r, n))
     A[:, -1] = A[:, 0] - 2.0 * A[:, 1]  # the last row is dependent: its pivot vanishes
-    Q, pivots = linalg.orthonormal_rows(jnp.asarray(A), passes=2)
+    rows = functools.partial(linalg.orthonormal_rows, passes=2)
+    if mode == "stack":
+        Q, pivots = rows(jnp.asarray(A))
+    elif mode == "vmap":
+        Q, pivots = jax.jit(jax.vmap(rows))(jnp.asarray(A))
+    else:
+        Q, pivots = (np.stack(x) for x in zip(*(rows(jnp.asarray(a)) for a in A), strict=True))
     R = np.linalg.qr(np.swapaxes(A, 1, 2))[1]
     expected = np.abs(np.diagonal(R, axis1=1, axis2=2))
     assert_close(pivots[:, :-1], expected[:, :-1], 0.0, 1e-12, "|R_kk|")
