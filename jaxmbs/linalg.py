@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import operator
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
@@ -103,6 +104,32 @@ def _materialized(x: Array) -> Array:
     return lax.optimization_barrier(x)
 
 
+def _library_unless_vmapped(library: Callable, vectorised: Callable) -> Callable:
+    """fn(*arrays) computed by `library` (one LAPACK call per problem), or under `jax.vmap`
+    by `vectorised` on the whole batch (unbatched arguments broadcast), whose arithmetic is
+    vectorised across the samples (`jax.custom_batching`). On CPU a batched LAPACK routine
+    loops over the matrices, while one matrix is cheaper in one call than in the unrolled
+    kernels."""
+
+    @jax.custom_batching.custom_vmap
+    def fn(*args):
+        return library(*args)
+
+    @fn.def_vmap
+    def _(axis_size: int, in_batched: list[bool], *args):
+        if not any(in_batched):
+            out = library(*args)
+            return out, jax.tree_util.tree_map(lambda _: False, out)
+        args = [
+            x if batched else jnp.broadcast_to(x, (axis_size, *x.shape))
+            for x, batched in zip(args, in_batched, strict=True)
+        ]
+        out = vectorised(*args)
+        return out, jax.tree_util.tree_map(lambda _: True, out)
+
+    return fn
+
+
 def _unpack(A: Array, trailing: bool = False) -> Entries:
     """Entries of (..., w, w) matrices; `trailing` keeps a unit axis to meet (..., k) vectors."""
     w = A.shape[-1]
@@ -181,16 +208,10 @@ def cho_factor(A: Array) -> Array:
     return _cholesky_single_or_batched(A)
 
 
-@jax.custom_batching.custom_vmap
-def _cholesky_single_or_batched(A: Array) -> Array:
-    return jnp.linalg.cholesky(A)
-
-
-@_cholesky_single_or_batched.def_vmap
-def _cholesky_batched(axis_size: int, in_batched: list[bool], A: Array):
-    if not in_batched[0]:
-        return jnp.linalg.cholesky(A), False
-    return cholesky(A), True
+def _cho_solve_unrolled(L: Array, b: Array) -> Array:
+    entries = _unpack(L)
+    y = _solve_lower(entries, [b[..., i] for i in range(b.shape[-1])])
+    return jnp.stack(_solve_lower_transpose(entries, y), axis=-1)
 
 
 def cho_solve(L: Array, b: Array) -> Array:
@@ -201,22 +222,10 @@ def cho_solve(L: Array, b: Array) -> Array:
     return _cho_solve_single_or_batched(L, b)
 
 
-@jax.custom_batching.custom_vmap
-def _cho_solve_single_or_batched(L: Array, b: Array) -> Array:
-    return jsl.cho_solve((L, True), b)
-
-
-@_cho_solve_single_or_batched.def_vmap
-def _cho_solve_batched(axis_size: int, in_batched: list[bool], L: Array, b: Array):
-    if not any(in_batched):
-        return jsl.cho_solve((L, True), b), False
-    L, b = (
-        x if batched else jnp.broadcast_to(x, (axis_size, *x.shape))
-        for x, batched in zip((L, b), in_batched, strict=True)
-    )
-    entries = _unpack(L)
-    y = _solve_lower(entries, [b[..., i] for i in range(b.shape[-1])])
-    return jnp.stack(_solve_lower_transpose(entries, y), axis=-1), True
+_cholesky_single_or_batched = _library_unless_vmapped(jnp.linalg.cholesky, cholesky)
+_cho_solve_single_or_batched = _library_unless_vmapped(
+    lambda L, b: jsl.cho_solve((L, True), b), _cho_solve_unrolled
+)
 
 
 def solve_lower(L: Array, B: Array) -> Array:
@@ -311,18 +320,7 @@ def _gram_schmidt_rows(A: Array, passes: int) -> tuple[Array, Array]:
 def _single_or_batched_rows(passes: int):
     """A ↦ `orthonormal_rows(A)` for one matrix: Householder QR, and Gram–Schmidt (`passes`)
     when vmapped."""
-
-    @jax.custom_batching.custom_vmap
-    def rows(A: Array) -> tuple[Array, Array]:
-        return _householder_rows(A)
-
-    @rows.def_vmap
-    def _(axis_size: int, in_batched: list[bool], A: Array):
-        if not in_batched[0]:
-            return _householder_rows(A), (False, False)
-        return _gram_schmidt_rows(A, passes), (True, True)
-
-    return rows
+    return _library_unless_vmapped(_householder_rows, lambda A: _gram_schmidt_rows(A, passes))
 
 
 class BlockTridiagonalFactor(NamedTuple):
