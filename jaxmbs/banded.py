@@ -8,7 +8,9 @@ block-diagonal M = L Lᵀ, eliminating q̈ gives the Wang–Huston form (eqs 3.4
 A = G Gᵀ = C_R M⁻¹ C_Rᵀ is symmetric positive definite. The static `jaxmbs.sparsity.BandPlan`
 decides how it is factorised:
 
-- one dense block (small or hardly banded systems): a LAPACK Cholesky of A;
+- one dense block (small or hardly banded systems): a LAPACK Cholesky of A for one
+  system; across a vmapped batch, unrolled kernels that factorise A within each solve
+  (`jaxmbs.linalg.spd_solve`);
 - block-tridiagonal (chains, trees, long loops in reverse Cuthill–McKee order): the blocks
   of A are formed from the few columns each block of rows touches, and factorised by block
   cyclic reduction (`jaxmbs.linalg.block_tridiagonal_factor`) — O(n) work per evaluation.
@@ -39,12 +41,13 @@ class RangeSpaceFactor(NamedTuple):
     - `mass`: Cholesky factors of the diagonal blocks of M, shape (nMb, b, b).
     - `G`: C_R L⁻ᵀ; dense (r, nMb·b) for one block, else per block of rows on its window of
       columns, (nb, w, Wb·b).
-    - `schur`: the Cholesky factor of A (dense), or its block cyclic reduction.
+    - `schur`: A with its Cholesky factor (dense, `jaxmbs.linalg.SpdFactor`), or its block
+      cyclic reduction.
     """
 
     mass: Array
     G: Array
-    schur: Array | linalg.BlockTridiagonalFactor
+    schur: linalg.SpdFactor | linalg.BlockTridiagonalFactor
 
 
 def _mass_blocks(plan: BandPlan, M: Array) -> Array:
@@ -89,7 +92,7 @@ def _factor_rows(plan: BandPlan, L_m: Array, C: Array | CompressedJacobian) -> R
         A = linalg.product_transpose(G, G) + jnp.diag(
             jnp.asarray(plan.padded[0], L_m.dtype)
         )  # padding: r = 0
-        return RangeSpaceFactor(L_m, G, linalg.cho_factor(A))
+        return RangeSpaceFactor(L_m, G, linalg.spd_factor(A))
     L_w = jnp.concatenate([L_m, jnp.eye(L_m.shape[-1], dtype=L_m.dtype)[None]])[plan.windows]
 
     def window(rows):  # (nb, w) rows on each block's window of columns -> (nb, w, Wb·b)
@@ -126,7 +129,7 @@ def gram_pivots(plan: BandPlan, C: Array | CompressedJacobian) -> Array:
     if isinstance(schur, linalg.BlockTridiagonalFactor):
         factors = [L_o for L_o, _, _ in schur.levels] + [schur.last[None]]
         return jnp.concatenate([jnp.diagonal(L, axis1=-2, axis2=-1).reshape(-1) for L in factors])
-    return jnp.diagonal(schur)
+    return jnp.diagonal(schur.lower)
 
 
 def solve(plan: BandPlan, f: RangeSpaceFactor, Q: Array, gamma: Array) -> tuple[Array, Array]:
@@ -136,7 +139,7 @@ def solve(plan: BandPlan, f: RangeSpaceFactor, Q: Array, gamma: Array) -> tuple[
     g = linalg.take(gamma, plan.rows)
     if nb == 1:
         rhs = linalg.unrolled_sum(f.G * z.reshape(-1), -1) - g[0]
-        lam = linalg.cho_solve(f.schur, rhs)[None]
+        lam = linalg.spd_solve(f.schur, rhs)[None]
         G_t_lam = linalg.unrolled_sum(f.G * lam[0][:, None], 0).reshape(z.shape)
     else:
         z_w = jnp.concatenate([z, jnp.zeros_like(z[:1])])[plan.windows].reshape(nb, -1)
