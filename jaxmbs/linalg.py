@@ -227,18 +227,36 @@ def spd_solve(f: SpdFactor, b: Array) -> Array:
     """x with A x = b (b: (w,)) for the A of `spd_factor`.
 
     One system takes LAPACK's triangular solves with the stored factor, as do matrices
-    larger than `MAX_BLOCK`. Under `jax.vmap` smaller systems are solved from A itself
-    (`jax.custom_batching`) by the unrolled factorisation and substitutions on the
-    batch-last layout (`_spd_solve_batch_last`), and the stored factor goes unused (XLA
-    removes its computation from the vmapped program).
+    larger than `MAX_BLOCK`. Under `jax.vmap` (`jax.custom_batching`), with no LAPACK call:
+
+    - a batch of smaller systems is solved from A itself by the unrolled factorisation and
+      substitutions on the batch-last layout (`_spd_solve_batch_last`); the stored factor
+      goes unused, and XLA removes its computation from the vmapped program;
+    - one matrix with a batch of right-hand sides (e.g. forward-mode tangents) takes the
+      unrolled substitutions with the stored factor, vectorised across the batch.
     """
     if f.lower.shape[-1] > MAX_BLOCK:
-        return _lapack_cho_solve(f.matrix, f.lower, b)
-    return _spd_solve_single_or_batched(f.matrix, f.lower, b)
+        return jsl.cho_solve((f.lower, True), b)
+    return _spd_solve_small(f.matrix, f.lower, b)
 
 
-def _lapack_cho_solve(A: Array, L: Array, b: Array) -> Array:
+@jax.custom_batching.custom_vmap
+def _spd_solve_small(A: Array, L: Array, b: Array) -> Array:
     return jsl.cho_solve((L, True), b)
+
+
+@_spd_solve_small.def_vmap
+def _(axis_size: int, in_batched: list[bool], A: Array, L: Array, b: Array):
+    A_batched, L_batched, b_batched = in_batched
+    if not any(in_batched):
+        return jsl.cho_solve((L, True), b), False
+    b = b if b_batched else jnp.broadcast_to(b, (axis_size, *b.shape))
+    if A_batched or L_batched:
+        A = A if A_batched else jnp.broadcast_to(A, (axis_size, *A.shape))
+        return _spd_solve_batch_last(A, b), True
+    entries = _unpack(L)
+    y = _solve_lower(entries, [b[:, i] for i in range(b.shape[-1])])
+    return jnp.stack(_solve_lower_transpose(entries, y), axis=-1), True
 
 
 def _spd_solve_batch_last(A: Array, b: Array) -> Array:
@@ -257,11 +275,6 @@ def _spd_solve_batch_last(A: Array, b: Array) -> Array:
     L = _cholesky([[A_t[i, j] for j in range(w)] for i in range(w)])
     y = _solve_lower(L, [b_t[i] for i in range(w)])
     return jnp.stack(_solve_lower_transpose(L, y), axis=-1)
-
-
-_spd_solve_single_or_batched = _library_unless_vmapped(
-    _lapack_cho_solve, lambda A, L, b: _spd_solve_batch_last(A, b)
-)
 
 
 def solve_lower(L: Array, B: Array) -> Array:
