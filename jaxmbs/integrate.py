@@ -32,6 +32,7 @@ from .stabilization import (
     get_stabilization,
     project_state,
 )
+from .stages import unrolled_stages
 from .structure import Structure
 
 if TYPE_CHECKING:
@@ -394,7 +395,7 @@ def _solve(mechanism, structure, q0, qd0, t0, t1, saveat, options: _Options) -> 
         # diffrax makes the stage loop forward-differentiable ("lax") itself, but only for a
         # bare Runge–Kutta solver, not inside the projection wrapper: do it before wrapping.
         solver = eqx.tree_at(lambda s: s.scan_kind, solver, "lax", is_leaf=lambda x: x is None)
-    solver = stabilization.wrap_solver(solver, project)
+    solver = stabilization.wrap_solver(unrolled_stages(solver), project)
     # An unconstrained mechanism (e.g. an open chain in joint coordinates) has no rank to lose.
     check_rank = options.rank_rtol is not None and structure.rank > 0
     out = diffrax.diffeqsolve(

@@ -51,6 +51,7 @@ from .integrate import (
 )
 from .kinematics import constraint_jacobian, position_residual, velocity_residual
 from .stabilization import DelegatingSolver
+from .stages import unrolled_stages
 from .structure import Structure
 
 
@@ -202,7 +203,7 @@ class SwitchingOptions(eqx.Module):
         throw: bool,
     ):
         self.switching = get_switching(switching)
-        self.solver = diffrax.Tsit5() if solver is None else solver
+        self.solver = unrolled_stages(diffrax.Tsit5() if solver is None else solver)
         self.adjoint = diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint
         self.progress_meter = (
             diffrax.NoProgressMeter() if progress_meter is None else progress_meter
