@@ -42,13 +42,14 @@ def rotate(phi, v) -> Array:
 def points(q, bodies: np.ndarray, local: Array) -> Array:
     """Global positions of k points at once: `local` (k, 2) on `bodies` (k,), −1 for ground.
 
-    The vectorised form of `point`: cos φ and sin φ once per body (held apart from their
-    users by an optimisation barrier, so that XLA does not recompute them inside every fused
-    consumer — once per Jacobian colour and point), static takes of the bodies' values
-    (ground reads x = y = 0, cos = 1, sin = 0) and one elementwise rotation, whatever k is.
+    The vectorised form of `point`: cos φ and sin φ per body, static takes of the bodies'
+    values (ground reads x = y = 0, cos = 1, sin = 0) and one elementwise rotation, whatever
+    k is. (XLA fuses the trigonometry into the takes whatever is done here; an optimisation
+    barrier changed neither the single nor the vmapped right-hand side, see
+    benchmarks/README.md.)
     """
     frames = q.reshape(-1, 3)
-    c, s = jax.lax.optimization_barrier((jnp.cos(frames[:, 2]), jnp.sin(frames[:, 2])))
+    c, s = jnp.cos(frames[:, 2]), jnp.sin(frames[:, 2])
     index = np.where(bodies < 0, frames.shape[0], bodies)  # out of range: ground
     x0, y0 = linalg.take(frames[:, 0], index), linalg.take(frames[:, 1], index)
     c, s = linalg.take(c - 1.0, index) + 1.0, linalg.take(s, index)
