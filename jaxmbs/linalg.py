@@ -254,9 +254,13 @@ def _(axis_size: int, in_batched: list[bool], A: Array, L: Array, b: Array):
     if A_batched or L_batched:
         A = A if A_batched else jnp.broadcast_to(A, (axis_size, *A.shape))
         return _spd_solve_batch_last(A, b), True
-    entries = _unpack(L)
-    y = _solve_lower(entries, [b[:, i] for i in range(b.shape[-1])])
-    return jnp.stack(_solve_lower_transpose(entries, y), axis=-1), True
+    return _cho_substitute(_unpack(L), [b[:, i] for i in range(b.shape[-1])]), True
+
+
+def _cho_substitute(L: Entries, b: list) -> Array:
+    """x with L Lᵀ x = b from the entries of L: forward, then back substitution (x stacked
+    on the last axis)."""
+    return jnp.stack(_solve_lower_transpose(L, _solve_lower(L, b)), axis=-1)
 
 
 def _spd_solve_batch_last(A: Array, b: Array) -> Array:
@@ -273,8 +277,7 @@ def _spd_solve_batch_last(A: Array, b: Array) -> Array:
     A_t, b_t = _materialized((jnp.moveaxis(A, 0, -1), jnp.moveaxis(b, 0, -1)))
     w = A.shape[-1]
     L = _cholesky([[A_t[i, j] for j in range(w)] for i in range(w)])
-    y = _solve_lower(L, [b_t[i] for i in range(w)])
-    return jnp.stack(_solve_lower_transpose(L, y), axis=-1)
+    return _cho_substitute(L, [b_t[i] for i in range(w)])
 
 
 def solve_lower(L: Array, B: Array) -> Array:
