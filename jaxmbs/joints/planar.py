@@ -24,18 +24,18 @@ import numpy as np
 from .. import linalg
 from .._types import Array
 from ..mechanism import Mechanism
-from ._common import Spec, split_joints, value
+from ._common import Spec, cos_sin, split_joints, value
 
 
 def rotation(phi) -> Array:
     """Planar rotation matrix A(φ)."""
-    c, s = jnp.cos(phi), jnp.sin(phi)
+    c, s = cos_sin(phi)
     return jnp.array([[c, -s], [s, c]])
 
 
 def rotate(phi, v) -> Array:
     """A(φ) v, written elementwise (no matrix product) so that XLA fuses it with its users."""
-    c, s = jnp.cos(phi), jnp.sin(phi)
+    c, s = cos_sin(phi)
     return jnp.stack([c * v[0] - s * v[1], s * v[0] + c * v[1]])
 
 
@@ -44,12 +44,10 @@ def points(q, bodies: np.ndarray, local: Array) -> Array:
 
     The vectorised form of `point`: cos φ and sin φ per body, static takes of the bodies'
     values (ground reads x = y = 0, cos = 1, sin = 0) and one elementwise rotation, whatever
-    k is. (XLA fuses the trigonometry into the takes whatever is done here; an optimisation
-    barrier changed neither the single nor the vmapped right-hand side, see
-    benchmarks/README.md.)
+    k is. The trigonometry is `cos_sin`: evaluated once per body, also in derivatives.
     """
     frames = q.reshape(-1, 3)
-    c, s = jnp.cos(frames[:, 2]), jnp.sin(frames[:, 2])
+    c, s = cos_sin(frames[:, 2])
     index = np.where(bodies < 0, frames.shape[0], bodies)  # out of range: ground
     x0, y0 = linalg.take(frames[:, 0], index), linalg.take(frames[:, 1], index)
     c, s = linalg.take(c - 1.0, index) + 1.0, linalg.take(s, index)

@@ -37,7 +37,7 @@ import numpy as np
 
 from .._types import Array
 from ..mechanism import Mechanism
-from ._common import Spec, split_joints, value
+from ._common import Spec, cos_sin, split_joints, value
 
 COORDINATES = ("x", "y", "z", "phi", "theta", "psi")
 
@@ -61,9 +61,9 @@ def rotation(angles) -> Array:
 
     Vectorised: `angles` of shape (..., 3) gives matrices of shape (..., 3, 3).
     """
-    cf, sf = jnp.cos(angles[..., 0]), jnp.sin(angles[..., 0])
-    ct, st = jnp.cos(angles[..., 1]), jnp.sin(angles[..., 1])
-    cp, sp = jnp.cos(angles[..., 2]), jnp.sin(angles[..., 2])
+    c, s = cos_sin(angles)
+    cf, ct, cp = c[..., 0], c[..., 1], c[..., 2]
+    sf, st, sp = s[..., 0], s[..., 1], s[..., 2]
     rows = (
         (cf * cp - sf * ct * sp, -cf * sp - sf * ct * cp, sf * st),
         (sf * cp + cf * ct * sp, -sf * sp + cf * ct * cp, -cf * st),
