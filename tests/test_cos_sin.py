@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmbs.joints._common import cos_sin
+from jaxmbs.joints import cos_sin
 from jaxmbs.kinematics import constraint_jacobian, velocity_residual_and_gamma
 from jaxmbs.models import fourbar
 

@@ -3,3 +3,4 @@
 from . import particles as particles
 from . import planar as planar
 from . import spatial as spatial
+from ._common import cos_sin as cos_sin
