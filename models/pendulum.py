@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxmbs
+from jaxmbs.joints import cos_sin
 
 from ._cache import cached
 
@@ -58,7 +59,8 @@ def physical_pendulum(
 
     def constraints(t, q, p):
         x, y, gamma = q
-        return jnp.stack([x - p["rho"] * jnp.cos(gamma), y - p["rho"] * jnp.sin(gamma)])
+        c, s = cos_sin(gamma)
+        return jnp.stack([x - p["rho"] * c, y - p["rho"] * s])
 
     return jaxmbs.Mechanism(
         mass_matrix,

@@ -40,8 +40,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxmbs
+from jaxmbs.joints import cos_sin, planar
 from jaxmbs.joints import particles as pt
-from jaxmbs.joints import planar
 
 from ._cache import cached
 
@@ -76,7 +76,7 @@ JOINT_NAMES = ("theta1", "theta21", "theta32", "theta43", "theta54", "theta63", 
 
 
 def _unit(angle):
-    return jnp.stack([jnp.cos(angle), jnp.sin(angle)])
+    return jnp.stack(cos_sin(angle))
 
 
 def ground_pivot(i: int):
