@@ -1,4 +1,5 @@
-"""What the planar and spatial joint builders share: parameter specs and constraint groups."""
+"""What the planar and spatial joint builders share: parameter specs, constraint groups, and
+cos φ, sin φ evaluated once per angle (`cos_sin`)."""
 
 from __future__ import annotations
 
