@@ -89,10 +89,8 @@ def _factor_rows(plan: BandPlan, L_m: Array, C: Array | CompressedJacobian) -> R
         rows = plan.rows[0]
         C_b = compressed.take(C, rows[:, None, None], plan.mass_blocks[None])  # (r, nMb, b)
         G = _times_mass_factor_inverse(L_m, C_b).reshape(rows.shape[0], -1)
-        A = linalg.product_transpose(G, G) + jnp.diag(
-            jnp.asarray(plan.padded[0], L_m.dtype)
-        )  # padding: r = 0
-        return RangeSpaceFactor(L_m, G, linalg.spd_factor(A))
+        shift = jnp.asarray(plan.padded[0], L_m.dtype)  # padding: r = 0
+        return RangeSpaceFactor(L_m, G, linalg.spd_factor(G, shift))
     L_w = jnp.concatenate([L_m, jnp.eye(L_m.shape[-1], dtype=L_m.dtype)[None]])[plan.windows]
 
     def window(rows):  # (nb, w) rows on each block's window of columns -> (nb, w, Wb·b)

@@ -214,16 +214,17 @@ _cholesky_single_or_batched = _library_unless_vmapped(jnp.linalg.cholesky, chole
 
 
 class SpdFactor(NamedTuple):
-    """A symmetric positive definite matrix (w, w) with its lower Cholesky factor
-    (`spd_factor`)."""
+    """A = G Gᵀ + diag(shift), symmetric positive definite (w, w), kept as its Gram factor
+    G (w, m) and shift (w,), with the lower Cholesky factor of A (`spd_factor`)."""
 
-    matrix: Array
+    gram: Array
+    shift: Array
     lower: Array
 
 
-def spd_factor(A: Array) -> SpdFactor:
-    """A with its Cholesky factor (`cho_factor`), for any number of `spd_solve` calls."""
-    return SpdFactor(A, cho_factor(A))
+def spd_factor(G: Array, shift: Array) -> SpdFactor:
+    """Factor A = G Gᵀ + diag(shift) (`cho_factor`), for any number of `spd_solve` calls."""
+    return SpdFactor(G, shift, cho_factor(product_transpose(G, G) + jnp.diag(shift)))
 
 
 def spd_solve(f: SpdFactor, b: Array) -> Array:
@@ -232,31 +233,33 @@ def spd_solve(f: SpdFactor, b: Array) -> Array:
     One system takes LAPACK's triangular solves with the stored factor, as do matrices
     larger than `MAX_BLOCK`. Under `jax.vmap` (`jax.custom_batching`), with no LAPACK call:
 
-    - a batch of smaller systems is solved from A itself by the unrolled factorisation and
-      substitutions on the batch-last layout (`_spd_solve_batch_last`); the stored factor
-      goes unused, and XLA removes its computation from the vmapped program;
+    - a batch of smaller systems is solved from G and the shift by the unrolled
+      factorisation and substitutions on the batch-last layout (`_spd_solve_batch_last`);
+      the stored factor goes unused, and XLA removes its computation from the vmapped
+      program;
     - one matrix with a batch of right-hand sides (e.g. forward-mode tangents) takes the
       unrolled substitutions with the stored factor, vectorised across the batch.
     """
     if f.lower.shape[-1] > MAX_BLOCK:
         return jsl.cho_solve((f.lower, True), b)
-    return _spd_solve_small(f.matrix, f.lower, b)
+    return _spd_solve_small(f.gram, f.shift, f.lower, b)
 
 
 @jax.custom_batching.custom_vmap
-def _spd_solve_small(A: Array, L: Array, b: Array) -> Array:
+def _spd_solve_small(G: Array, shift: Array, L: Array, b: Array) -> Array:
     return jsl.cho_solve((L, True), b)
 
 
 @_spd_solve_small.def_vmap
-def _(axis_size: int, in_batched: list[bool], A: Array, L: Array, b: Array):
-    A_batched, L_batched, b_batched = in_batched
+def _(axis_size: int, in_batched: list[bool], G: Array, shift: Array, L: Array, b: Array):
     if not any(in_batched):
         return jsl.cho_solve((L, True), b), False
-    b = b if b_batched else jnp.broadcast_to(b, (axis_size, *b.shape))
-    if A_batched or L_batched:
-        A = A if A_batched else jnp.broadcast_to(A, (axis_size, *A.shape))
-        return _spd_solve_batch_last(A, b), True
+    G, shift, L, b = (
+        x if batched else jnp.broadcast_to(x, (axis_size, *x.shape))
+        for x, batched in zip((G, shift, L, b), in_batched, strict=True)
+    )
+    if any(in_batched[:3]):
+        return _spd_solve_batch_last(G, shift, b), True
     return _cho_substitute(_unpack(L), [b[:, i] for i in range(b.shape[-1])]), True
 
 
@@ -266,21 +269,34 @@ def _cho_substitute(L: Entries, b: list) -> Array:
     return jnp.stack(_solve_lower_transpose(L, _solve_lower(L, b)), axis=-1)
 
 
-def _spd_solve_batch_last(A: Array, b: Array) -> Array:
-    """A⁻¹ b for a batch (B, w, w), (B, w): the unrolled Cholesky factorisation and
-    substitutions on the entries as vectors over the samples.
+def _spd_solve_batch_last(G: Array, shift: Array, b: Array) -> Array:
+    """A⁻¹ b with A = G Gᵀ + diag(shift) for a batch (B, w, m), (B, w), (B, w): the
+    unrolled Cholesky factorisation and substitutions on the entries as vectors over the
+    samples.
 
-    The batch axis is moved last first, so that each entry A_ij is a vector over the
-    samples. On the (B, w, w) layout every entry is a strided slice: the same arithmetic
-    there, with the factor stored, took 277 µs per factorisation and solve against 107 µs
-    here on one core, 200 µs on two threads (8×8, B = 1024, A given). Inside a right-hand
-    side XLA fuses the computation of A (and b) into each entry's kernel instead of storing
-    it transposed; storing it costs as much as that saves (benchmarks/README.md).
+    Vectorised across the samples, each kernel must read its operands with unit stride:
+    on the (B, w, w) layout every entry of A is a strided slice, and LLVM emits scalar
+    code for it (the same arithmetic there took 277 µs per factorisation and solve against
+    107 µs batch-last, 8×8, B = 1024, one core). G is therefore stored batch-last first
+    (`_batch_last`), and each entry A_ij = Σ_k G_ik G_jk + δ_ij shift_i is formed from it
+    inside the kernel of L_ij that reads it.
     """
-    A_t, b_t = _materialized((jnp.moveaxis(A, 0, -1), jnp.moveaxis(b, 0, -1)))
-    w = A.shape[-1]
-    L = _cholesky([[A_t[i, j] for j in range(w)] for i in range(w)])
-    return _cho_substitute(L, [b_t[i] for i in range(w)])
+    w = G.shape[-2]
+    G_t = _batch_last(G)  # (w, m, B)
+    A_t = gram(jnp.moveaxis(G_t, -1, 0), jnp.moveaxis(G_t, -1, 0))
+    s_t, b_t = jnp.moveaxis(shift, 0, -1), jnp.moveaxis(b, 0, -1)
+    a = [[A_t[:, i, j] + (s_t[i] if i == j else 0.0) for j in range(w)] for i in range(w)]
+    return _cho_substitute(_cholesky(a), [b_t[i] for i in range(w)])
+
+
+def _batch_last(x: Array) -> Array:
+    """x (B, w, ...) stored with the batch axis last, as (w, ..., B).
+
+    XLA would fuse a transpose into every consumer (or undo it by laying x out batch-first),
+    so the kernels reading x would still read it with a stride; a concatenation with several
+    users is stored. Each of the w pieces is flattened, which fixes its element order."""
+    pieces = [jnp.moveaxis(x[:, i], 0, -1).reshape(-1) for i in range(x.shape[1])]
+    return jnp.concatenate(pieces).reshape(*x.shape[1:], x.shape[0])
 
 
 def solve_lower(L: Array, B: Array) -> Array:

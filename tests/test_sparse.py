@@ -4,6 +4,7 @@ formulation on long chains (its block path), vectorised joints, and forward-mode
 gradients through the projection."""
 
 import functools
+import re
 
 import diffrax
 import jax
@@ -109,37 +110,54 @@ def test_kernels_match_lapack():
     assert_close(linalg.solve_lower_transpose(L, B), expected, 0.0, 1e-12, "L⁻ᵀB")
 
 
-@pytest.mark.parametrize("mode", ["single", "vmap", "vmap_rhs", "vmap_matrix"])
+@pytest.mark.parametrize("mode", ["single", "vmap", "vmap_rhs", "vmap_matrix", "vmap_shift"])
 @pytest.mark.parametrize("w", [8, 12], ids=["unrolled", "lapack"])
 def test_spd_solve_matches_numpy(w, mode):
-    """`spd_solve` on one system (LAPACK with the stored factor), a vmapped batch of
-    systems (unrolled kernels on the batch-last layout for w ≤ MAX_BLOCK, no LAPACK call),
-    a batch of right-hand sides for one factorised matrix, and one right-hand side for a
-    batch of matrices: all solve A x = b to round-off."""
-    X = RNG.normal(size=(5, w, w + 1))
-    A = X @ np.swapaxes(X, 1, 2) + 0.1 * np.eye(w)  # condition number ~1e3
+    """`spd_solve` for A = G Gᵀ + diag(shift) on one system (LAPACK with the stored factor),
+    a vmapped batch of systems (unrolled kernels on the batch-last layout for w ≤ MAX_BLOCK,
+    no LAPACK call), a batch of right-hand sides for one factorised matrix, one right-hand
+    side for a batch of matrices, and a batch of shifts for one G: all solve A x = b to
+    round-off."""
+    G = RNG.normal(size=(5, w, w + 1))
+    shift = 0.1 + RNG.uniform(size=(5, w))  # condition number ~1e3
     b = RNG.normal(size=(5, w))
 
-    def solve(A, b):
-        return linalg.spd_solve(linalg.spd_factor(A), b)
+    def solve(G, shift, b):
+        return linalg.spd_solve(linalg.spd_factor(G, shift), b)
 
+    args = jnp.asarray(G), jnp.asarray(shift), jnp.asarray(b)
     if mode == "single":
-        pairs = zip(jnp.asarray(A), jnp.asarray(b), strict=True)
-        x = np.stack([solve(a, v) for a, v in pairs])
+        x = np.stack([solve(*one) for one in zip(*args, strict=True)])
     elif mode == "vmap":
         batched = jax.jit(jax.vmap(solve))
-        x = batched(jnp.asarray(A), jnp.asarray(b))
-        hlo = batched.lower(jnp.asarray(A), jnp.asarray(b)).compile().as_text()
+        x = batched(*args)
+        hlo = batched.lower(*args).compile().as_text()
         assert ("lapack" in hlo) == (w > MAX_BLOCK)
     elif mode == "vmap_rhs":
-        A = np.broadcast_to(A[0], A.shape)
-        factor = linalg.spd_factor(jnp.asarray(A[0]))
-        x = jax.jit(jax.vmap(lambda v: linalg.spd_solve(factor, v)))(b)
-    else:
+        G, shift = np.broadcast_to(G[0], G.shape), np.broadcast_to(shift[0], shift.shape)
+        factor = linalg.spd_factor(args[0][0], args[1][0])
+        x = jax.jit(jax.vmap(lambda v: linalg.spd_solve(factor, v)))(args[2])
+    elif mode == "vmap_matrix":
         b = np.broadcast_to(b[0], b.shape)
-        x = jax.jit(jax.vmap(solve, in_axes=(0, None)))(jnp.asarray(A), b[0])
+        x = jax.jit(jax.vmap(solve, in_axes=(0, 0, None)))(*args[:2], args[2][0])
+    else:
+        G = np.broadcast_to(G[0], G.shape)
+        x = jax.jit(jax.vmap(solve, in_axes=(None, 0, 0)))(args[0][0], *args[1:])
+    A = G @ np.swapaxes(G, 1, 2) + shift[:, :, None] * np.eye(w)
     expected = np.linalg.solve(A, b[..., None])[..., 0]
     assert_close(x, expected, 0.0, 1e-11 * np.abs(expected).max(), "A⁻¹b")
+
+
+def test_vmapped_spd_solve_reads_gram_factor_batch_last():
+    """Under vmap, G is stored once with the batch axis last (one concatenation of w·m·B
+    entries), so that the unrolled kernels read it with unit stride. Without it XLA lays G
+    out batch-first, and every kernel reading an entry of A runs as scalar code."""
+    B, w, m = 64, 8, 9
+    G, shift, b = jnp.ones((B, w, m)), jnp.ones((B, w)), jnp.ones((B, w))
+    batched = jax.jit(jax.vmap(lambda *a: linalg.spd_solve(linalg.spd_factor(*a[:2]), a[2])))
+    hlo = batched.lower(G, shift, b).compile().as_text()
+    stored = re.findall(rf"= f(?:32|64)\[{w * m * B}\]\{{0\}} (?:concatenate|fusion)\(", hlo)
+    assert stored, "G is not stored batch-last"
 
 
 @pytest.mark.parametrize("mode", ["stack", "vmap", "single"])
