@@ -282,10 +282,10 @@ def _spd_solve_batch_last(G: Array, shift: Array, b: Array) -> Array:
     inside the kernel of L_ij that reads it.
     """
     w = G.shape[-2]
-    G_t = _batch_last(G)  # (w, m, B)
-    A_t = gram(jnp.moveaxis(G_t, -1, 0), jnp.moveaxis(G_t, -1, 0))
+    G_stored = jnp.moveaxis(_batch_last(G), -1, 0)  # G again, read from the (w, m, B) copy
+    A = gram(G_stored, G_stored)  # (B, w, w), each entry fused into the kernel reading it
     s_t, b_t = jnp.moveaxis(shift, 0, -1), jnp.moveaxis(b, 0, -1)
-    a = [[A_t[:, i, j] + (s_t[i] if i == j else 0.0) for j in range(w)] for i in range(w)]
+    a = [[A[:, i, j] + (s_t[i] if i == j else 0.0) for j in range(w)] for i in range(w)]
     return _cho_substitute(_cholesky(a), [b_t[i] for i in range(w)])
 
 
