@@ -41,8 +41,8 @@ class RangeSpaceFactor(NamedTuple):
     - `mass`: Cholesky factors of the diagonal blocks of M, shape (nMb, b, b).
     - `G`: C_R L⁻ᵀ; dense (r, nMb·b) for one block, else per block of rows on its window of
       columns, (nb, w, Wb·b).
-    - `schur`: A with its Cholesky factor (dense, `jaxmbs.linalg.SpdFactor`), or its block
-      cyclic reduction.
+    - `schur`: for one block, A kept as G and the padding shift with its Cholesky factor
+      (`jaxmbs.linalg.SpdFactor`); else its block cyclic reduction.
     """
 
     mass: Array
