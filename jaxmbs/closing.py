@@ -43,6 +43,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
 
+from . import inertia
 from ._types import Array, ArrayLike, Params
 from .integrate import Solution
 from .kinematics import constraint_jacobian
@@ -154,7 +155,7 @@ class _Resolved(eqx.Module):
 
 def _minimal(mechanism, t, terms: ClosingTerms, Dt, dep, params):
     """M' = DMDᵀ, h' = D(h − M[0; ξ]) (1993 eqs 12–14), and [0; ξ] in mechanism order."""
-    M = mechanism.mass_matrix(terms.q, params)
+    M = inertia.mass_matrix(mechanism, terms.q, params)
     Q = mechanism.forces(t, terms.q, terms.qd, params)
     xi_full = jnp.zeros_like(terms.q).at[np.asarray(dep)].set(terms.xi)
     return Dt.T @ M @ Dt, Dt.T @ (Q - M @ xi_full), xi_full
@@ -267,7 +268,7 @@ def _variant_criteria(mechanism, resolved, t, y, params):
 
     q, qd, P = _active(resolved, _index(active_f), state_of)
     Wq, Wp = jax.lax.stop_gradient((q, params))
-    W = metric_rows(mechanism.mass_matrix(Wq, Wp), jax.lax.stop_gradient(P))
+    W = metric_rows(inertia.mass_matrix(mechanism, Wq, Wp), jax.lax.stop_gradient(P))
     kappa = jnp.stack([set_criterion(W, jnp.asarray(r.ind)) for r in resolved])
     return q, qd, kappa
 
@@ -388,12 +389,13 @@ def _initial_variant(mechanism, structure, resolved, t0, q0, params) -> Array:
     """The variant whose independent set has the best criterion at q0."""
     if structure.rank:
         C = constraint_jacobian(mechanism, t0, q0, params)[jnp.asarray(structure.independent_rows)]
-        W = tangent_rows(mechanism.mass_matrix(q0, params), C)
+        W = tangent_rows(inertia.mass_matrix(mechanism, q0, params), C)
     else:
         r = resolved[0]
         branch = r.branch_of(q0, params)
         terms = r.terms(t0, q0[np.asarray(r.ind)], jnp.zeros(len(r.ind), q0.dtype), params, branch)
-        W = metric_rows(mechanism.mass_matrix(q0, params), jnp.linalg.qr(r.transpose_D(terms.A))[0])
+        M = inertia.mass_matrix(mechanism, q0, params)
+        W = metric_rows(M, jnp.linalg.qr(r.transpose_D(terms.A))[0])
     W = jax.lax.stop_gradient(W)
     return jnp.argmax(jnp.stack([set_criterion(W, jnp.asarray(r.ind)) for r in resolved]))
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import jax
 
+from . import inertia
 from ._types import Array, Coordinates, Params, Velocities
 from .formulations import AbstractFormulation, get_formulation
 from .kinematics import (
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 def _terms(mechanism, stabilization, t, q, qd, params, compressed: bool = False):
     """M, Q, C and Γ̄ at one state; with `compressed`, C as a `CompressedJacobian` where its
     dense form is costly (`compressed_constraint_jacobian`)."""
-    M = mechanism.mass_matrix(q, params)
+    M = inertia.mass_matrix(mechanism, q, params)
     Q = mechanism.forces(t, q, qd, params)
     if compressed:
         C = compressed_constraint_jacobian(mechanism, t, q, params)

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import banded, linalg
+from . import banded, inertia, linalg
 from ._types import Array, ArrayLike, Params
 from .dynamics import _terms, accelerations_and_multipliers, resolve_structure
 from .formulations import AbstractFormulation, get_formulation
@@ -145,7 +145,7 @@ def _consistency(mechanism, t0, q0, qd0, params, tol):
     """Checks of the initial state: finite, positive definite M, and consistent."""
     phi = position_residual(mechanism, t0, q0, params)
     c = velocity_residual(mechanism, t0, q0, qd0, params)
-    M = mechanism.mass_matrix(q0, params)
+    M = inertia.mass_matrix(mechanism, q0, params)
     structure = mechanism.structure
     if structure is not None and structure.sparsity is not None:  # block by block, no LAPACK
         chol = banded.mass_factor(structure_band_plan(structure), M)

@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import inertia
 from ._types import Array, ArrayLike
 from .mechanism import Mechanism
 
@@ -117,13 +118,13 @@ def map_coordinates(
 
     def mass_matrix(th, p):
         J = jacobian(th, p)
-        M = J.T @ mechanism.mass_matrix(f(th, p), p) @ J
+        M = J.T @ inertia.mass_matrix(mechanism, f(th, p), p) @ J
         return (M + M.T) / 2  # symmetric to round-off also in float32
 
     def forces(t, th, thd, p):
         x, xd = map_velocity(f, th, thd, p)
         bias = map_acceleration_bias(f, th, thd, p)
-        Q = mechanism.forces(t, x, xd, p) - mechanism.mass_matrix(x, p) @ bias
+        Q = mechanism.forces(t, x, xd, p) - inertia.mass_matrix(mechanism, x, p) @ bias
         return jacobian(th, p).T @ Q
 
     def pulled_constraints(t, th, p):

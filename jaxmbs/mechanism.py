@@ -23,6 +23,7 @@ from ._types import Params
 from .structure import Structure, analyze_structure
 
 MassMatrixFn = Callable[..., jax.Array]  # (q, p) -> (n, n)
+MassProductFn = Callable[..., jax.Array]  # (q, v, p) -> M(q) v, (n,)
 ForcesFn = Callable[..., jax.Array]  # (t, q, qd, p) -> (n,)
 ConstraintsFn = Callable[..., jax.Array]  # (t, q, p) -> (m,)
 VelocityConstraintsFn = Callable[..., jax.Array]  # (t, q, qd, p) -> (h,)
@@ -54,6 +55,9 @@ class Mechanism(eqx.Module):
     - `reference_q`: a concrete, consistent, non-singular configuration at which the
       constraint structure (rank, redundancy, independent rows) is analysed once.
     - `reference_t`: the time at which the reference configuration is taken.
+    - `mass_product`: `(q, v, p) -> M(q) v` (optional), cheaper than a column of
+      `mass_matrix`; with it the engine forms M from one product per colour of M's sparsity
+      pattern (`jaxmbs.inertia`). `from_lagrangian` supplies it.
     """
 
     mass_matrix: MassMatrixFn = eqx.field(static=True)
@@ -68,6 +72,7 @@ class Mechanism(eqx.Module):
     constraint_groups: tuple[tuple[str, tuple[int, ...]], ...] = eqx.field(static=True)
     potential_energy: PotentialFn | None = eqx.field(static=True)
     structure: Structure | None = eqx.field(static=True)
+    mass_product: MassProductFn | None = eqx.field(static=True)
 
     def __init__(
         self,
@@ -83,6 +88,7 @@ class Mechanism(eqx.Module):
         potential_energy: PotentialFn | None = None,
         reference_q=None,
         reference_t: float = 0.0,
+        mass_product: MassProductFn | None = None,
     ):
         if n is None:
             if coordinate_names is not None:
@@ -93,6 +99,7 @@ class Mechanism(eqx.Module):
                 raise ValueError("Mechanism needs n, coordinate_names or reference_q")
         n = int(n)
         self.mass_matrix = mass_matrix
+        self.mass_product = mass_product
         self.forces = forces
         self.constraints = constraints
         self.velocity_constraints = velocity_constraints
@@ -152,18 +159,23 @@ class Mechanism(eqx.Module):
             Q = ∂T/∂q − (∂²T/∂q̇∂q) q̇ − ∂V/∂q + Qᵉ(t, q, q̇, p),
 
         so gyroscopic and centrifugal terms (e.g. spatial bodies in Euler angles) come by
-        autodiff. `kwargs` are passed to the constructor (`n`, names, `reference_q`, …).
+        autodiff. M v is a Hessian-vector product (forward over reverse mode), the dense M
+        n of them. `kwargs` are passed to the constructor (`n`, names, `reference_q`, …).
         """
 
+        def momentum(q, qd, p):
+            return jax.grad(kinetic_energy, argnums=1)(q, qd, p)
+
+        def mass_product(q, v, p):
+            return jax.jvp(lambda qd: momentum(q, qd, p), (jnp.zeros_like(q),), (v,))[1]
+
         def mass_matrix(q, p):
-            return jax.hessian(kinetic_energy, argnums=1)(q, jnp.zeros_like(q), p)
+            return jax.jacfwd(lambda qd: momentum(q, qd, p))(jnp.zeros_like(q))
 
         def forces(t, q, qd, p):
             dT_dq = jax.grad(kinetic_energy, argnums=0)(q, qd, p)
             # (∂²T/∂q̇∂q) q̇: derivative of the momentum ∂T/∂q̇ along q̇ at fixed q̇.
-            _, coupling = jax.jvp(
-                lambda q_: jax.grad(kinetic_energy, argnums=1)(q_, qd, p), (q,), (qd,)
-            )
+            _, coupling = jax.jvp(lambda q_: momentum(q_, qd, p), (q,), (qd,))
             out = dT_dq - coupling
             if potential_energy is not None:
                 out = out - jax.grad(potential_energy)(q, p)
@@ -178,6 +190,7 @@ class Mechanism(eqx.Module):
             velocity_constraints,
             params,
             potential_energy=potential_energy,
+            mass_product=mass_product,
             **kwargs,
         )
 
@@ -201,7 +214,12 @@ class Mechanism(eqx.Module):
         if self.potential_energy is None:
             raise ValueError("energy needs the mechanism's potential_energy")
         p = self.params if params is None else params
-        return 0.5 * qd @ self.mass_matrix(q, p) @ qd + self.potential_energy(q, p)
+        momentum = (
+            self.mass_matrix(q, p) @ qd
+            if self.mass_product is None
+            else self.mass_product(q, qd, p)
+        )
+        return 0.5 * qd @ momentum + self.potential_energy(q, p)
 
     def group_rows(self, name: str) -> tuple[int, ...]:
         """Rows of the stacked constraint vector that belong to the named group."""

@@ -48,6 +48,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
 
+from . import inertia
 from ._types import Array, ArrayLike, Coordinates, MassMatrix, Params
 from .assembly import _fixed_indices
 from .dynamics import resolve_structure
@@ -142,7 +143,7 @@ def projective_criterion(
     CM⁻¹Cᵀ), so cos²α + cos²β = 1 is a check, not an identity of the code.
     """
     q, params, structure = _at(mechanism, q, t, params)
-    M = mechanism.mass_matrix(q, params)
+    M = inertia.mass_matrix(mechanism, q, params)
     C = _independent_rows(mechanism, structure, t, q, params)
     W = tangent_rows(M, C)
     cos2_alpha = jnp.sum(W * W, axis=1)
@@ -219,7 +220,7 @@ def independent_coordinates(
     if criterion not in ("projective", "svd"):
         raise ValueError(f"criterion must be 'projective' or 'svd', got {criterion!r}")
     q, params, structure = _at(mechanism, q, t, params)
-    M = mechanism.mass_matrix(q, params)
+    M = inertia.mass_matrix(mechanism, q, params)
     W = tangent_rows(M, _independent_rows(mechanism, structure, t, q, params), criterion == "svd")
     return permutation(pivoted_choice(W))[: structure.dof]
 
@@ -252,7 +253,7 @@ def partition_criterion(
         raise ValueError(
             f"{len(idx)} independent coordinates given; the mechanism has k = {structure.dof}"
         )
-    M = mechanism.mass_matrix(q, params)
+    M = inertia.mass_matrix(mechanism, q, params)
     W = tangent_rows(M, _independent_rows(mechanism, structure, t, q, params))
     return set_criterion(W, jnp.asarray(idx))
 
@@ -296,7 +297,7 @@ def compact_equations(
         gamma = stabilization.stabilized_gamma(gamma, position_residual(mechanism, t, q, params), c)
     gamma = gamma[jnp.asarray(structure.independent_rows)]
     xi = jnp.zeros_like(q).at[dep].set(jsl.lu_solve(lu, gamma))  # [0; ξ], eq 10
-    M = mechanism.mass_matrix(q, params)
+    M = inertia.mass_matrix(mechanism, q, params)
     Q = mechanism.forces(t, q, qd, params)
     Md = Dt.T @ M @ Dt  # eq 13
     hd = Dt.T @ (Q - M @ xi)  # eq 14
@@ -329,7 +330,7 @@ def _criteria(mechanism, structure, t, q, perm, params):
     """κ of the current set, the best set's permutation and κ, the rank pivots of C."""
     k = structure.dof
     q, params = jax.lax.stop_gradient((q, params))
-    M = mechanism.mass_matrix(q, params)
+    M = inertia.mass_matrix(mechanism, q, params)
     C = _independent_rows(mechanism, structure, t, q, params)
     W = tangent_rows(M, C)
     best = permutation(pivoted_choice(W))

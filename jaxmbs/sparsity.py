@@ -8,7 +8,9 @@ next to the rank analysis of [`jaxmbs.Structure`][], and used as static data:
 - **Compressed Jacobian.** Columns of C that never share a row are structurally orthogonal and
   can be probed by one Jacobian-vector product (Curtis–Powell–Reid column grouping): a greedy
   colouring of the column intersection graph needs 4 products for a planar chain of any
-  length instead of n.
+  length instead of n. The same grouping of M's columns gives M from a few products M s_k
+  (Hessian-vector products of the kinetic energy, `jaxmbs.inertia`): 3 for spatial bodies in
+  Euler angles instead of n.
 - **Band plan.** With M = L Lᵀ block-diagonal, G = C_I L⁻ᵀ keeps the sparsity of C and the
   Schur complement A = C_I M⁻¹ C_Iᵀ = G Gᵀ of the augmented system (Pękal–Frączek 2016,
   eq 2.5; the matrix of the Wang–Huston form, eq 3.41) is banded once its rows are put in
@@ -87,17 +89,24 @@ class Sparsity:
     - `jacobian`: for each row of C = [Φ_q ; A], the columns that can be non-zero.
     - `mass`: for each row of M, the columns that can be non-zero (the diagonal always).
     - `colours`: a colour per column of C; columns of one colour never share a row.
+    - `mass_colours`: the same for the columns of M.
     """
 
     n: int
     jacobian: tuple[tuple[int, ...], ...]
     mass: tuple[tuple[int, ...], ...]
     colours: tuple[int, ...]
+    mass_colours: tuple[int, ...]
 
     @property
     def n_colours(self) -> int:
         """Number of Jacobian-vector products that give C."""
         return max(self.colours, default=-1) + 1
+
+    @property
+    def n_mass_colours(self) -> int:
+        """Number of products M s_k that give M."""
+        return max(self.mass_colours, default=-1) + 1
 
     @property
     def jacobian_pattern(self) -> np.ndarray:
@@ -109,15 +118,20 @@ class Sparsity:
         """Boolean (n, n) pattern of M."""
         return _to_array(self.mass, self.n)
 
-    def _seeds(self, dtype) -> Array:
-        """The colour groups s_k as rows, shape (n_colours, n)."""
-        colours = np.asarray(self.colours, dtype=int)
-        return jnp.asarray(colours[None, :] == np.arange(self.n_colours)[:, None], dtype)
-
     def probes(self, fn: Callable[[Array], Array], x: Array) -> Array:
         """The Jacobian-vector products C s_k of `fn` at `x` along the colour groups s_k,
         shape (n_colours, rows): C[i, j] = (C s_colour(j))[i] on the pattern."""
-        return jax.vmap(lambda v: jax.jvp(fn, (x,), (v,))[1])(self._seeds(x.dtype))
+        return jax.vmap(lambda v: jax.jvp(fn, (x,), (v,))[1])(_seeds(self.colours, x.dtype))
+
+    def mass_probes(self, product: Callable[[Array], Array], dtype) -> Array:
+        """M s_k for the colour groups s_k of M's columns, shape (n_mass_colours, n), from
+        `product(v) = M v`."""
+        return jax.vmap(product)(_seeds(self.mass_colours, dtype))
+
+    def spread_mass(self, probes: Array) -> Array:
+        """The dense M from its probes (`mass_probes`): M[i, j] = (M s_colour(j))[i] on the
+        pattern."""
+        return _spread(probes, self.mass_colours, self.mass_pattern, by_product=False)
 
     @property
     def assembled_by_product(self) -> bool:
@@ -131,19 +145,31 @@ class Sparsity:
         columns, without a gather (XLA's CPU gather goes element by element): small
         Jacobians by one fused select per colour, large ones by the product probesᵀ seeds
         (a library call, cheaper than many selects)."""
-        colours = np.asarray(self.colours, dtype=int)
-        if self.assembled_by_product:
-            spread = probes.T @ self._seeds(probes.dtype)
-        else:
-            spread = sum(
-                jnp.where(colours == k, probes[k][:, None], 0.0) for k in range(self.n_colours)
-            )
-        return jnp.where(self.jacobian_pattern, spread, 0.0)
+        return _spread(
+            probes, self.colours, self.jacobian_pattern, by_product=self.assembled_by_product
+        )
 
     def compressed_jacobian(self, fn: Callable[[Array], Array], x: Array) -> Array:
         """Jacobian of `fn` at `x` (pattern `jacobian`) from `n_colours` Jacobian-vector
         products along the colour groups (`probes`), as a dense array."""
         return self.spread(self.probes(fn, x))
+
+
+def _seeds(colours: tuple[int, ...], dtype) -> Array:
+    """The colour groups s_k as rows, shape (number of colours, n)."""
+    colours = np.asarray(colours, dtype=int)
+    return jnp.asarray(colours[None, :] == np.arange(colours.max(initial=-1) + 1)[:, None], dtype)
+
+
+def _spread(probes: Array, colours: tuple[int, ...], pattern: np.ndarray, by_product: bool):
+    """The dense matrix with entries [i, j] = probes[colour(j), i] on the pattern, zero off
+    it: by the product probesᵀ seeds, or by one fused select per colour."""
+    if by_product:
+        spread = probes.T @ _seeds(colours, probes.dtype)
+    else:
+        colours = np.asarray(colours, dtype=int)
+        spread = sum(jnp.where(colours == k, probes[k][:, None], 0.0) for k in range(len(probes)))
+    return jnp.where(pattern, spread, 0.0)
 
 
 def _perturbed(leaf, rng: np.random.Generator):
@@ -184,6 +210,7 @@ def detect_sparsity(mechanism: Mechanism, q, t: float = 0.0, params=None) -> Spa
         jacobian=_rows(C_pattern),
         mass=_rows(M_pattern),
         colours=tuple(int(c) for c in greedy_colouring(C_pattern)),
+        mass_colours=tuple(int(c) for c in greedy_colouring(M_pattern)),
     )
 
 
@@ -229,6 +256,20 @@ def _components(pattern: np.ndarray) -> list[list[int]]:
     return out
 
 
+def _packed(components: list[list[int]], size: int) -> list[list[int]]:
+    """Consecutive components merged into blocks of at most `size` coordinates (a block of M
+    made of several components is block-diagonal itself, so its Cholesky factor is exact).
+    Spatial bodies in Euler angles have M-components {x}, {y}, {z}, {φ, θ, ψ}: packed, 2 blocks
+    of 3 per body instead of 4 blocks padded to 3, which halves the columns of G = C L⁻ᵀ."""
+    blocks: list[list[int]] = []
+    for cols in components:
+        if blocks and len(blocks[-1]) + len(cols) <= size:
+            blocks[-1] = sorted(blocks[-1] + cols)
+        else:
+            blocks.append(list(cols))
+    return blocks
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class BandPlan:
     """Static index maps for the block-tridiagonal factorisation of A = G Gᵀ, G = C_R L⁻ᵀ.
@@ -271,6 +312,7 @@ def band_plan(sparsity: Sparsity, rows: tuple[int, ...]) -> BandPlan:
     n, r, k = sparsity.n, len(rows), len(sparsity.jacobian)
     blocks = _components(sparsity.mass_pattern)
     b = max(len(c) for c in blocks)
+    blocks = _packed(blocks, b)
     mass_blocks = np.full((len(blocks) + 1, b), n)  # the last one: a padding block
     block_of, slot_of = np.zeros(n, dtype=int), np.zeros(n, dtype=int)
     for i, cols in enumerate(blocks):

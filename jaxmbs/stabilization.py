@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
-from . import banded
+from . import banded, inertia
 from ._types import Array, Coordinates, Params, Velocities
 from .kinematics import (
     compressed_constraint_jacobian,
@@ -56,7 +56,7 @@ def _corrector(
     small unrolled factorisations, no library calls for small mechanisms, an implicit
     derivative); else dense Cholesky factorisations.
     """
-    M = mechanism.mass_matrix(q, params)
+    M = inertia.mass_matrix(mechanism, q, params)
     if structure.sparsity is not None:
         J = compressed_constraint_jacobian(mechanism, t, q, params)
         solver = banded.range_space_solver(band_plan(structure.sparsity, rows), M, J)

@@ -36,6 +36,7 @@ import jax
 import jax.numpy as jnp
 import optimistix as optx
 
+from . import inertia
 from ._types import Array, ArrayLike, Params
 from .dynamics import resolve_structure
 from .formulations import expand_multipliers
@@ -156,7 +157,7 @@ def physical_outputs(mechanism, structure: Structure, t, q, qd, qdd, params):
     redundant rows.
     """
     Q = mechanism.forces(t, q, qd, params)
-    M = mechanism.mass_matrix(q, params)
+    M = inertia.mass_matrix(mechanism, q, params)
     C = constraint_jacobian(mechanism, t, q, params)
     if structure.rank:
         C_i = C[jnp.asarray(structure.independent_rows)]
