@@ -38,9 +38,7 @@ from .sparsity import BandPlan
 class RangeSpaceFactor(NamedTuple):
     """Factors of M and of A = C_R M⁻¹ C_Rᵀ.
 
-    - `mass`: inverses L_a⁻¹ of the Cholesky factors of the diagonal blocks of M, shape
-      (nMb, b, b): every product with them is one fused elementwise kernel (a substitution
-      stacks its b results along the minor axis, which costs more under `vmap`).
+    - `mass`: Cholesky factors of the diagonal blocks of M, shape (nMb, b, b).
     - `G`: C_R L⁻ᵀ; dense (r, nMb·b) for one block, else per block of rows on its window of
       columns, (nb, w, Wb·b).
     - `schur`: for one block, A kept as G and the padding shift with its Cholesky factor
@@ -66,15 +64,19 @@ def mass_matvec(plan: BandPlan, M: Array, x: Array) -> Array:
     return linalg.take(y, plan.block_of, plan.slot_of)
 
 
-def _times_mass_factor_inverse(L_inv: Array, x_b: Array) -> Array:
-    """L⁻¹ x per M-block: x in M-block layout (..., nMb, b), L⁻¹ (..., nMb, b, b). For the
-    rows of C this is C L⁻ᵀ (per block L_a⁻¹ c_aᵀ)."""
-    return linalg.unrolled_sum(L_inv * x_b[..., None, :], -1)
+def _times_mass_factor_inverse(L_m: Array, C_b: Array) -> Array:
+    """Rows of C (in M-block layout, (..., nMb, b)) times L⁻ᵀ: per block L_a⁻¹ c_aᵀ.
 
-
-def _times_mass_factor_inverse_transpose(L_inv: Array, y_b: Array) -> Array:
-    """L⁻ᵀ y per M-block, y in M-block layout (nMb, b)."""
-    return linalg.unrolled_sum(L_inv * y_b[..., :, None], -2)
+    Blocks of M larger than 1×1 multiply by L_a⁻¹ (formed once per block) in one fused
+    elementwise kernel: a substitution stacks its b results along the minor axis, which
+    under `vmap` is a slow interleaving copy of the whole of G (McPherson strut, 1024
+    samples: ~11 of ~47 µs per sample)."""
+    b = C_b.shape[-1]
+    if b == 1:
+        L = jnp.broadcast_to(L_m, (*C_b.shape, b))
+        return linalg.solve_lower(L, C_b[..., None])[..., 0]
+    L_inv = linalg.solve_lower(L_m, jnp.broadcast_to(jnp.eye(b, dtype=L_m.dtype), L_m.shape))
+    return linalg.unrolled_sum(L_inv * C_b[..., None, :], -1)
 
 
 def mass_factor(plan: BandPlan, M: Array) -> Array:
@@ -86,13 +88,11 @@ def mass_factor(plan: BandPlan, M: Array) -> Array:
 def factor(plan: BandPlan, M: Array, C: Array | CompressedJacobian) -> RangeSpaceFactor:
     """Factorise M (block by block) and A = G Gᵀ on the plan's rows of C (dense, or its
     entries read from the probes of a `CompressedJacobian`)."""
-    L_m = mass_factor(plan, M)
-    identity = jnp.broadcast_to(jnp.eye(L_m.shape[-1], dtype=L_m.dtype), L_m.shape)
-    return _factor_rows(plan, linalg.solve_lower(L_m, identity), C)
+    return _factor_rows(plan, mass_factor(plan, M), C)
 
 
 def _factor_rows(plan: BandPlan, L_m: Array, C: Array | CompressedJacobian) -> RangeSpaceFactor:
-    """`factor` with the inverse factors L_m = L⁻¹ of M's diagonal blocks given."""
+    """`factor` with the factors L_m of M's diagonal blocks given."""
     nb, w = plan.rows.shape
     if nb == 1:
         rows = plan.rows[0]
@@ -141,7 +141,7 @@ def gram_pivots(plan: BandPlan, C: Array | CompressedJacobian) -> Array:
 
 def solve(plan: BandPlan, f: RangeSpaceFactor, Q: Array, gamma: Array) -> tuple[Array, Array]:
     """q̈ and λ (zero on the rows outside the plan) for the right-hand sides (Q, Γ)."""
-    z = _times_mass_factor_inverse(f.mass, linalg.take(Q, plan.mass_blocks))
+    z = linalg.solve_lower(f.mass, linalg.take(Q, plan.mass_blocks)[..., None])[..., 0]
     nb, w = plan.rows.shape
     g = linalg.take(gamma, plan.rows)
     if nb == 1:
@@ -155,7 +155,7 @@ def solve(plan: BandPlan, f: RangeSpaceFactor, Q: Array, gamma: Array) -> tuple[
         per_window = linalg.unrolled_sum(f.G * lam[..., None], 1).reshape(nb, -1, z.shape[-1])
         G_t_lam = jnp.zeros((z.shape[0] + 1, z.shape[1]), z.dtype).at[plan.windows].add(per_window)
         G_t_lam = G_t_lam[:-1]
-    qdd = _times_mass_factor_inverse_transpose(f.mass, z - G_t_lam)
+    qdd = linalg.solve_lower_transpose(f.mass, (z - G_t_lam)[..., None])[..., 0]
     position = np.full(gamma.shape[0], lam.size)  # of each row in `plan.rows` (or none)
     position[plan.rows[plan.rows < gamma.shape[0]]] = np.flatnonzero(
         plan.rows.reshape(-1) < gamma.shape[0]
