@@ -38,6 +38,10 @@ def _fixed_indices(mechanism: Mechanism, fixed: Sequence[int | str]) -> np.ndarr
     return np.asarray(out, dtype=int)
 
 
+#: Newton steps at most after |Φ| ≤ tol, each taken only while it halves |Φ|.
+POLISH_STEPS = 3
+
+
 def assemble(
     mechanism: Mechanism,
     q_guess: ArrayLike,
@@ -60,7 +64,8 @@ def assemble(
     - `params`: parameters (default the mechanism's).
     - `fixed`: coordinates (indices or names) whose guessed position and velocity are kept,
       e.g. a crank angle and speed.
-    - `tol`: the largest accepted |Φ| (default 1000 ε max(1, |q|)).
+    - `tol`: the largest accepted |Φ| (default 1000 ε max(1, |q|)); below it, Newton goes on
+      while each step halves |Φ| (at most `POLISH_STEPS`), so q0 is assembled to round-off.
     - `max_iterations`: Newton iteration limit.
 
     **Returns:** `(q0, qd0)`. Raises `ValueError` with the residual when Newton does not
@@ -102,6 +107,13 @@ def assemble(
             f"after {max_iterations} iterations (the guess may be too far from an assembly, "
             "or the fixed coordinates may be incompatible with the constraints)"
         )
+    # Below tol, Newton still converges quadratically: take the steps that keep halving |Φ|
+    # (in float32, 1000 ε is ~1e-4, far above what `simulate` accepts as consistent).
+    for _ in range(POLISH_STEPS):
+        q_next, err_new = _newton_step(mechanism, t0, q_new, params, idx, q_fixed)
+        if not float(err_new) < 0.5 * err:
+            break
+        q, err, q_new = q_new, float(err_new), q_next
 
     return q, _velocity_correction(mechanism, t0, q, qd, params, idx)
 

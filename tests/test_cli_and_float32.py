@@ -8,7 +8,7 @@ import pytest
 
 import jaxmbs
 from jaxmbs import cli
-from jaxmbs.models import MODELS, fourbar
+from jaxmbs.models import MODELS, fourbar, mcpherson
 
 
 def test_simulate_command_writes_outputs(tmp_path, capsys):
@@ -57,3 +57,15 @@ def test_float32_runs(float32):
     assert float(jnp.max(sol.position_residual)) < 1e-5
     drift = np.max(np.abs(np.asarray(sol.energy) / float(sol.energy[0]) - 1))
     assert drift < 1e-4
+
+
+def test_float32_assembly_is_consistent_for_simulate(float32):
+    """In float32, Newton's default tolerance 1000 ε max(1, |q|) is ~2e-4 for the McPherson
+    strut; assembly goes on to round-off, so `simulate` (consistency_tol 1e-6) accepts it."""
+    mech = mcpherson.mcpherson_simplified()
+    q0, qd0 = mcpherson.initial_state(mech, 0.05)
+    assert q0.dtype == jnp.float32
+    phi = jaxmbs.position_residual(mech, 0.0, q0, mech.params)
+    assert float(jnp.max(jnp.abs(phi))) <= 1e-6
+    c = jaxmbs.velocity_residual(mech, 0.0, q0, qd0, mech.params)
+    assert float(jnp.max(jnp.abs(c))) <= 1e-6
