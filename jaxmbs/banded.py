@@ -64,19 +64,27 @@ def mass_matvec(plan: BandPlan, M: Array, x: Array) -> Array:
     return linalg.take(y, plan.block_of, plan.slot_of)
 
 
-def _times_mass_factor_inverse(L_m: Array, C_b: Array) -> Array:
-    """Rows of C (in M-block layout, (..., nMb, b)) times L⁻ᵀ: per block L_a⁻¹ c_aᵀ.
+def _factor_operand(L_m: Array) -> Array:
+    """What `_times_mass_factor_inverse` multiplies by, formed once per block of M: the
+    inverse L_a⁻¹ of blocks larger than 1×1, so that G is one fused elementwise kernel (a
+    substitution stacks its b results along the minor axis, which under `vmap` is a slow
+    interleaving copy of the whole of G: McPherson strut, 1024 samples, ~11 of ~47 µs per
+    sample); 1×1 blocks keep L itself and a division (with products by L⁻¹ in every solve
+    instead, the four-bar's reverse gradient ran ~7 % slower)."""
+    b = L_m.shape[-1]
+    if b == 1:
+        return L_m
+    return linalg.solve_lower(L_m, jnp.broadcast_to(jnp.eye(b, dtype=L_m.dtype), L_m.shape))
 
-    Blocks of M larger than 1×1 multiply by L_a⁻¹ (formed once per block) in one fused
-    elementwise kernel: a substitution stacks its b results along the minor axis, which
-    under `vmap` is a slow interleaving copy of the whole of G (McPherson strut, 1024
-    samples: ~11 of ~47 µs per sample)."""
+
+def _times_mass_factor_inverse(operand: Array, C_b: Array) -> Array:
+    """Rows of C (in M-block layout, (..., nMb, b)) times L⁻ᵀ: per block L_a⁻¹ c_aᵀ, with
+    the blocks' `_factor_operand`."""
     b = C_b.shape[-1]
     if b == 1:
-        L = jnp.broadcast_to(L_m, (*C_b.shape, b))
+        L = jnp.broadcast_to(operand, (*C_b.shape, b))
         return linalg.solve_lower(L, C_b[..., None])[..., 0]
-    L_inv = linalg.solve_lower(L_m, jnp.broadcast_to(jnp.eye(b, dtype=L_m.dtype), L_m.shape))
-    return linalg.unrolled_sum(L_inv * C_b[..., None, :], -1)
+    return linalg.unrolled_sum(operand * C_b[..., None, :], -1)
 
 
 def mass_factor(plan: BandPlan, M: Array) -> Array:
@@ -94,13 +102,15 @@ def factor(plan: BandPlan, M: Array, C: Array | CompressedJacobian) -> RangeSpac
 def _factor_rows(plan: BandPlan, L_m: Array, C: Array | CompressedJacobian) -> RangeSpaceFactor:
     """`factor` with the factors L_m of M's diagonal blocks given."""
     nb, w = plan.rows.shape
+    operand = _factor_operand(L_m)
     if nb == 1:
         rows = plan.rows[0]
         C_b = compressed.take(C, rows[:, None, None], plan.mass_blocks[None])  # (r, nMb, b)
-        G = _times_mass_factor_inverse(L_m, C_b).reshape(rows.shape[0], -1)
+        G = _times_mass_factor_inverse(operand, C_b).reshape(rows.shape[0], -1)
         shift = jnp.asarray(plan.padded[0], L_m.dtype)  # padding: r = 0
         return RangeSpaceFactor(L_m, G, linalg.spd_factor(G, shift))
-    L_w = jnp.concatenate([L_m, jnp.eye(L_m.shape[-1], dtype=L_m.dtype)[None]])[plan.windows]
+    # The padding block is the identity, for L and for L⁻¹ alike.
+    L_w = jnp.concatenate([operand, jnp.eye(L_m.shape[-1], dtype=L_m.dtype)[None]])[plan.windows]
 
     def window(rows):  # (nb, w) rows on each block's window of columns -> (nb, w, Wb·b)
         C_w = compressed.take(C, rows[:, :, None, None], plan.columns[:, None])

@@ -25,11 +25,8 @@ def mass_matrix(mechanism: Mechanism, q: Coordinates, params: Params) -> Array:
     pattern when the mechanism has a product and a known structure, and the groups are fewer
     than n; else `mechanism.mass_matrix`."""
     product = mechanism.mass_product
-    structure = mechanism.structure
-    if product is None or structure is None or structure.sparsity is None:
-        return mechanism.mass_matrix(q, params)
-    sparsity = structure.sparsity
-    if sparsity.n_mass_colours >= mechanism.n:
+    sparsity = None if mechanism.structure is None else mechanism.structure.sparsity
+    if product is None or sparsity is None or sparsity.n_mass_colours >= mechanism.n:
         return mechanism.mass_matrix(q, params)
     probes = sparsity.mass_probes(lambda v: product(q, v, params), q.dtype)
     return sparsity.spread_mass(probes)
