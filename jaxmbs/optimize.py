@@ -64,8 +64,18 @@ def consistent_state(
     with q_F = q_F,guess for the `fixed` coordinates (J = [Φ_q,I ; E_F], I the independent
     holonomic rows of the mechanism's structure, so redundant rows are harmless), for a
     fixed number of `iterations`; then the minimum-norm velocity correction onto
-    C_I q̇ + b_I = 0 that keeps the fixed velocities. Differentiating through the converged
-    iterations gives the implicit-function derivative of the assembled state.
+    C_I q̇ + b_I = 0 that keeps the fixed velocities.
+
+    Derivative of the positions. When the fixed coordinates complete the independent
+    constraints to a square J (|I| + |F| = n: the fixed coordinates are a set of
+    independent coordinates), the assembled q* is the locally unique root of
+    [Φ_I(q, t0; θ) ; q_F − q_F,guess] = 0, and its derivative is the implicit-function one,
+
+        J dq* = [−Φ_I,θ dθ − Φ_I,t dt0 ; dq_F,guess],
+
+    one linear solve at q* instead of differentiating every iteration (no second
+    derivatives of Φ, a shorter program under reverse mode). Otherwise q* depends on the
+    whole guess through the iterations, which are differentiated as they run.
 
     **Arguments:** as [`jaxmbs.assemble`][]; `q_guess` must lie in the basin of the wanted
     assembly branch (e.g. the assembled state of a nearby design).
@@ -82,26 +92,56 @@ def consistent_state(
         raise ValueError(
             f"q_guess and qd_guess must have shape ({mechanism.n},), got {q.shape}, {qd.shape}"
         )
+    t0 = jnp.asarray(t0, q.dtype)
+    params = jax.tree_util.tree_map(jnp.asarray, params)
     idx = _fixed_indices(mechanism, fixed)
     selector = jnp.eye(mechanism.n, dtype=q.dtype)[idx]
-    q_fixed, qd_fixed = q[idx], qd[idx]
     hol = jnp.asarray(structure.independent_holonomic_rows, dtype=int)
     rows = jnp.asarray(structure.independent_rows, dtype=int)
 
     def min_norm(J, r):
         return J.T @ jnp.linalg.solve(J @ J.T, r)
 
-    def newton(q_, _):
-        r = jnp.concatenate([position_residual(mechanism, t0, q_, params)[hol], q_[idx] - q_fixed])
-        J = jnp.concatenate([constraint_jacobian(mechanism, t0, q_, params)[hol], selector])
-        return q_ - min_norm(J, r), None
+    def position_jacobian(t, q_, p):
+        return jnp.concatenate([constraint_jacobian(mechanism, t, q_, p)[hol], selector])
 
-    q, _ = jax.lax.scan(newton, q, None, length=iterations)
-    q = q.at[idx].set(q_fixed)  # satisfied to round-off by the iterations: exactly
+    def assembled(q_guess, t, p):
+        q_fixed = q_guess[idx]
+
+        def newton(q_, _):
+            r = jnp.concatenate([position_residual(mechanism, t, q_, p)[hol], q_[idx] - q_fixed])
+            return q_ - min_norm(position_jacobian(t, q_, p), r), None
+
+        q_, _ = jax.lax.scan(newton, q_guess, None, length=iterations)
+        return q_.at[idx].set(q_fixed)  # satisfied to round-off by the iterations: exactly
+
+    if len(structure.independent_holonomic_rows) + len(idx) == mechanism.n:
+        assembled = _implicit_derivative(assembled, mechanism, hol, idx, position_jacobian)
+    q = assembled(q, t0, params)
+    qd_fixed = qd[idx]
     c = velocity_residual(mechanism, t0, q, qd, params)[rows]
     J = jnp.concatenate([constraint_jacobian(mechanism, t0, q, params)[rows], selector])
-    qd = qd - min_norm(J, jnp.concatenate([c, qd[idx] - qd_fixed]))
+    qd = qd - min_norm(J, jnp.concatenate([c, jnp.zeros_like(qd_fixed)]))
     return q, qd.at[idx].set(qd_fixed)
+
+
+def _implicit_derivative(assembled, mechanism, hol, idx, position_jacobian):
+    """`assembled(q_guess, t, params)` with the implicit-function derivative of its root
+    (see `consistent_state`); J = `position_jacobian` is square there."""
+    assembled = jax.custom_jvp(assembled)
+
+    @assembled.defjvp
+    def _jvp(primals, tangents):
+        q_guess, t, params = primals
+        dq_guess, dt, dparams = tangents
+        q = assembled(q_guess, t, params)
+        _, dphi = jax.jvp(
+            lambda t_, p_: position_residual(mechanism, t_, q, p_)[hol], (t, params), (dt, dparams)
+        )
+        rhs = jnp.concatenate([-dphi, dq_guess[idx]])
+        return q, jnp.linalg.solve(position_jacobian(t, q, params), rhs)
+
+    return assembled
 
 
 def trajectory_loss(

@@ -67,6 +67,39 @@ def test_consistent_state_matches_assemble(problem):
     assert float(jnp.max(jnp.abs(jac[:, :2]))) > 0.1  # lengths move the assembled state
 
 
+def test_consistent_state_derivative_is_the_implicit_function_one(problem):
+    """With the crank angle fixed, J = [Φ_q ; E_F] is square: the derivative of the
+    assembled q* is that of the root (one solve at q*), the same in forward and reverse
+    mode, moved by the fixed coordinate's guess and by no other guess coordinate; without
+    a fixed coordinate the minimum-norm iterations are differentiated as they run."""
+    mech, to_params, _, _ = problem
+    q_ref, qd_ref = fourbar.initial_state(mech, np.pi / 3, 2.0)
+    x0 = jnp.asarray(X0)
+
+    def q0_of(x, q_guess, fixed=("crank.phi",)):
+        return jaxmbs.consistent_state(mech, q_guess, qd_ref, to_params(x), fixed=fixed)[0]
+
+    fwd = jax.jit(jax.jacfwd(q0_of, argnums=(0, 1)))(x0, q_ref)
+    rev = jax.jit(jax.jacrev(q0_of, argnums=(0, 1)))(x0, q_ref)
+    for a, b in zip(fwd, rev, strict=True):
+        assert float(jnp.max(jnp.abs(a - b))) < 1e-12
+    d_guess = np.asarray(fwd[1])
+    crank = mech.coordinate_names.index("crank.phi")
+    # Along the motion: dq*/dφ_crank is the velocity map, the state at unit crank speed.
+    _, unit_qd = fourbar.initial_state(mech.replace_params(to_params(x0)), np.pi / 3, 1.0)
+    assert np.max(np.abs(d_guess[:, crank] - np.asarray(unit_qd))) < 1e-9
+    assert np.max(np.abs(np.delete(d_guess, crank, axis=1))) < 1e-12
+
+    # No fixed coordinate: J is not square, and the iterations' derivative agrees with
+    # central differences of the same iterations.
+    free = jax.jit(jax.jacfwd(lambda x: q0_of(x, q_ref, fixed=())))(x0)
+    h = 1e-6
+    batched = jax.jit(jax.vmap(lambda x: q0_of(x, q_ref, fixed=())))
+    shifts = h * jnp.eye(len(NAMES))
+    fd = ((batched(x0 + shifts) - batched(x0 - shifts)) / (2 * h)).T
+    assert float(jnp.max(jnp.abs(free - fd))) < 1e-7
+
+
 def test_loss_gradient_matches_central_differences(problem):
     loss = problem[3]
     x0 = jnp.asarray(X0)
