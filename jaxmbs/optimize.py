@@ -125,7 +125,13 @@ def consistent_state(
     return q, qd.at[idx].set(qd_fixed)
 
 
-def _implicit_derivative(assembled, mechanism, hol, idx, position_jacobian):
+def _implicit_derivative(
+    assembled: Callable[[Array, Array, Params], Array],
+    mechanism: Mechanism,
+    hol: Array,
+    idx: np.ndarray,
+    position_jacobian: Callable[[Array, Array, Params], Array],
+) -> Callable[[Array, Array, Params], Array]:
     """`assembled(q_guess, t, params)` with the implicit-function derivative of its root
     (see `consistent_state`); J = `position_jacobian` is square there."""
     assembled = jax.custom_jvp(assembled)
