@@ -9,10 +9,14 @@
    as multiples of one forward simulation; compile times.
 3. Chunked memory: XLA's memory analysis of one compiled chunk (arguments, outputs,
    temporaries) for several chunk sizes, and the time per trajectory.
-4. GPU (only when JAX sees one): trajectories per second for B = 1k…100k in float32 and
-   float64.
+4. GPU (only when JAX sees one): four-bar and McPherson trajectories per second for
+   B = 10³…10⁵ (`--gpu-sizes`) in float32 and float64, and where throughput saturates.
+5. Options (`--options MECHANISM:B`): one batch under every formulation, without the rank
+   check and with Baumgarte's stabilisation.
 
     python benchmarks/batch.py [--sizes 1,64,1024,8192] [--max-chunk 128]
+    python benchmarks/batch.py --sections 4 --gpu-sizes 1000,100000 --json gpu.json
+    python benchmarks/batch.py --sections 5 --options McPherson:10000
 
 On CPU, vmapped chunks of 128 and more samples occasionally deadlocked in jaxlib 0.10.2
 (batched LAPACK kernels waiting on each other in XLA's thread pool), hence `--max-chunk`.
@@ -21,6 +25,7 @@ On CPU, vmapped chunks of 128 and more samples occasionally deadlocked in jaxlib
 from __future__ import annotations
 
 import argparse
+import json
 import time
 
 import jax
@@ -235,26 +240,49 @@ def _batch_cases(size: int) -> dict:
     return cases
 
 
-def gpu_section(sizes, any_backend: bool = False):
+def gpu_section(
+    sizes,
+    any_backend: bool = False,
+    dtypes: tuple[str, ...] = ("float32", "float64"),
+    budget_s: float = float("inf"),
+    json_path: str | None = None,
+    mechanisms: tuple[str, ...] = ("four-bar", "McPherson"),
+):
     """Four-bar (crank speeds) and McPherson strut (vertical wheel load and arm mass)
     batches in float32 and float64 on a GPU: first call, steady time, trajectories per second,
-    and the smallest batch reaching 90 % of the highest throughput measured (saturation).
-    `any_backend` runs it on the default backend whatever it is (a check on CPU)."""
+    steps of the slowest sample, and the smallest batch reaching 90 % of the highest
+    throughput measured (saturation). `any_backend` runs it on the default backend whatever it
+    is (a check on CPU); sizes that would start after `budget_s` seconds are skipped; the rows
+    go to `json_path` as they are measured."""
     print("\n## 4. GPU")
     if jax.default_backend() != "gpu" and not any_backend:
         print(f"no GPU visible (backend: {jax.default_backend()}): section skipped")
         return
     print(f"device: {jax.devices()[0].device_kind}")
-    print("| mechanism | dtype | B | first call [s] | steady [s] | trajectories/s | failed |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| mechanism | dtype | B | first call [s] | steady [s] | trajectories/s | "
+        "steps (max) | failed |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     saturation = []
-    for x64 in (False, True):
+    rows = []
+    start_section = time.perf_counter()
+    for name in dtypes:
+        x64 = name == "float64"
         jax.config.update("jax_enable_x64", x64)
-        name = "float64" if x64 else "float32"
         tol = TOL if x64 else 1e-5
         rates: dict[str, list[tuple[int, float]]] = {}
+        last: dict[str, tuple[int, float, float]] = {}  # mechanism -> (B, first, steady)
         for size in sizes:
             for label, (mech, batch, q0, qd0, t1) in _batch_cases(size).items():
+                if label not in mechanisms:
+                    continue
+                # The next size's two calls: a compilation like the last one's, two runs ∝ B.
+                prev_size, prev_first, prev_steady = last.get(label, (size, 0.0, 0.0))
+                predicted = prev_first + 2 * prev_steady * size / prev_size
+                if time.perf_counter() - start_section + predicted > budget_s:
+                    print(f"| {label} | {name} | {size} | skipped: over {budget_s:.0f} s |")
+                    continue
 
                 def run(mech=mech, batch=batch, q0=q0, qd0=qd0, t1=t1, tol=tol):
                     return jaxmbs.monte_carlo(
@@ -268,18 +296,71 @@ def gpu_section(sizes, any_backend: bool = False):
                 start = time.perf_counter()
                 result = run()
                 steady = time.perf_counter() - start
+                last[label] = (size, first, steady)
                 failed = int(np.sum(~result.successful))
+                steps = int(np.max(result.diagnostics["num_steps"]))
                 rates.setdefault(label, []).append((size, size / steady))
                 print(
                     f"| {label} | {name} | {size} | {first:.1f} | {steady:.3f} | "
-                    f"{size / steady:.0f} | {failed} |"
+                    f"{size / steady:.0f} | {steps} | {failed} |"
                 )
+                rows.append(
+                    {"mechanism": label, "dtype": name, "B": size, "first_s": first,
+                     "steady_s": steady, "rate": size / steady, "max_steps": steps,
+                     "failed": failed}
+                )  # fmt: skip
+                if json_path:
+                    with open(json_path, "w") as f:
+                        json.dump({"device": jax.devices()[0].device_kind, "rows": rows}, f)
         for label, pairs in rates.items():
             best = max(rate for _, rate in pairs)
             knee = min(size for size, rate in pairs if rate >= 0.9 * best)
             saturation.append(f"{label} {name}: {best:.0f} trajectories/s, 90 % from B = {knee}")
     jax.config.update("jax_enable_x64", True)
     print("\nsaturation: " + "; ".join(saturation))
+
+
+def options_section(size: int, label: str, budget_s: float = float("inf")):
+    """One batch (B = `size`, the mechanism `label` of section 4, vmapped, in the current
+    dtype) under every formulation, and the default one without the rank check or with
+    Baumgarte's stabilisation instead of the projection: which choice a batch run should make
+    on this backend."""
+    print(f"\n## 5. Options on one batch ({label}, B = {size}, {jax.default_backend()})")
+    print("| method | stabilization | rank check | first call [s] | steady [s] | "
+          "trajectories/s | steps (max) | failed |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
+    mech, batch, q0, qd0, t1 = _batch_cases(size)[label]
+    tol = TOL if jax.config.jax_enable_x64 else 1e-5
+    variants = [(m, "projection", True) for m in jaxmbs.METHODS]
+    variants += [("qr", "projection", False), ("qr", "baumgarte", True)]
+    start_section = time.perf_counter()
+    for method, stabilization, check_rank in variants:
+        if time.perf_counter() - start_section > budget_s:
+            print(f"| {method} | {stabilization} | {check_rank} | skipped: budget spent |")
+            continue
+
+        def run(method=method, stabilization=stabilization, check_rank=check_rank):
+            return jaxmbs.monte_carlo(
+                mech, batch, (0.0, t1), q0=q0, qd0=qd0, rtol=tol, atol=tol, method=method,
+                stabilization=stabilization, check_rank=check_rank, keep_solutions=False,
+                vectorize=True,
+            )  # fmt: skip
+
+        try:
+            start = time.perf_counter()
+            run()
+            first = time.perf_counter() - start
+        except Exception as error:  # noqa: BLE001 - a method that cannot run this mechanism
+            print(f"| {method} | {stabilization} | {check_rank} | {type(error).__name__} |")
+            continue
+        start = time.perf_counter()
+        result = run()
+        steady = time.perf_counter() - start
+        print(
+            f"| {method} | {stabilization} | {check_rank} | {first:.1f} | {steady:.3f} | "
+            f"{size / steady:.0f} | {int(np.max(result.diagnostics['num_steps']))} | "
+            f"{int(np.sum(~result.successful))} |"
+        )
 
 
 def main(argv=None):
@@ -293,6 +374,11 @@ def main(argv=None):
     parser.add_argument(
         "--any-backend", action="store_true", help="run section 4 on the default backend"
     )
+    parser.add_argument("--gpu-dtypes", default="float32,float64")
+    parser.add_argument("--budget-s", type=float, default=float("inf"), help="section 4 only")
+    parser.add_argument("--json", default=None, help="section 4's rows as JSON")
+    parser.add_argument("--gpu-mechanisms", default="four-bar,McPherson")
+    parser.add_argument("--options", default=None, help="section 5: MECHANISM:B (float64)")
     args = parser.parse_args(argv)
     on_gpu = jax.default_backend() == "gpu"
     max_chunk = args.max_chunk if args.max_chunk is not None else (0 if on_gpu else 64)
@@ -305,7 +391,17 @@ def main(argv=None):
     if 3 in sections:
         chunk_memory(512, (32, 128, 512) if on_gpu else (32, 64, 128))
     if 4 in sections:
-        gpu_section([int(s) for s in args.gpu_sizes.split(",")], args.any_backend)
+        gpu_section(
+            [int(s) for s in args.gpu_sizes.split(",")],
+            args.any_backend,
+            tuple(args.gpu_dtypes.split(",")),
+            args.budget_s,
+            args.json,
+            tuple(args.gpu_mechanisms.split(",")),
+        )
+    if 5 in sections:
+        label, size = args.options.split(":")
+        options_section(int(size), label, args.budget_s)
 
 
 if __name__ == "__main__":
