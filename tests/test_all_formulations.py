@@ -183,6 +183,51 @@ def test_registry():
         jaxmbs.formulations.get_formulation("lu")
 
 
+@pytest.mark.parametrize("case", ["fourbar", "chain"])
+def test_putd_gauss_factorises_a_square_matrix(case):
+    """PUTD-G factorises [C_Iᵀ 0] (square: on a GPU a vmapped LU of square matrices is one
+    batched call, of rectangular ones a call per sample) and gets the P and S Γ of the LU of
+    C_Iᵀ itself: the zero columns change neither the first r columns nor the pivots."""
+    make, initial_state, _ = CASES[case]
+    mech = make()
+    q0 = initial_state(mech)[0]
+    C = jaxmbs.constraint_jacobian(mech, 0.0, q0, mech.params)
+    structure = mech.structure
+    putd = jaxmbs.nullspace.PUTDGauss()
+    gamma = jnp.asarray(RNG.normal(size=C.shape[0]))
+
+    lu_shapes = [
+        eqn.invars[0].aval.shape
+        for eqn in jax.make_jaxpr(lambda C: putd.complement(C, structure))(C).eqns
+        if eqn.primitive is jax.lax.linalg.lu_p
+    ]
+    assert lu_shapes == [(mech.n, mech.n)]
+
+    r = structure.rank
+    lu, _, perm = jax.lax.linalg.lu(jaxmbs.structure.independent_part(C, structure).T)
+    L11 = jnp.tril(lu[:r], -1) + jnp.eye(r)
+    U = jnp.triu(lu[:r])
+    coupling = jax.scipy.linalg.solve_triangular(
+        L11, lu[r:].T, trans="T", lower=True, unit_diagonal=True
+    )
+    P_rect = (
+        jnp.zeros((mech.n, structure.dof))
+        .at[perm]
+        .set(jnp.concatenate([-coupling, jnp.eye(structure.dof)]))
+    )
+    y = jax.scipy.linalg.solve_triangular(
+        U.T, jaxmbs.structure.independent_part(gamma, structure), lower=True
+    )
+    u = jax.scipy.linalg.solve_triangular(L11, y, trans="T", lower=True, unit_diagonal=True)
+    particular_rect = jnp.zeros(mech.n).at[perm[:r]].set(u)
+
+    P, factors = putd.complement(C, structure)
+    assert float(jnp.max(jnp.abs(P - P_rect))) < 1e-13
+    assert float(jnp.max(jnp.abs(C @ P))) < 1e-12
+    particular = putd.particular(factors, gamma, structure)
+    assert float(jnp.max(jnp.abs(particular - particular_rect))) < 1e-12
+
+
 def test_bad_partition_is_refused():
     mech = fourbar.fourbar()
     q0, qd0 = fourbar.initial_state(mech)
