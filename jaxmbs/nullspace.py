@@ -87,7 +87,7 @@ class QR(AbstractNullSpace):
     def complement(self, C, structure):
         r = structure.rank
         if self._pivots(structure):
-            Qf, Rf, perm = jsl.qr(C.T, pivoting=True)
+            Qf, Rf, perm = pivoted_qr(C.T, r)
             rows = perm[:r]
         else:
             Qf, Rf = jnp.linalg.qr(independent_part(C, structure).T, mode="complete")
@@ -140,25 +140,60 @@ class ZeroEigenvalue(AbstractNullSpace):
         return Psi_r @ ((Psi_r.T @ (C.T @ gamma)) / eigenvalues)
 
 
-def householder_triangularize(A: Array) -> tuple[Array, Array]:
-    """Orthogonal H and upper trapezoidal Z with Hᵀ A = Z, by Householder reflections.
+def householder_triangularize(
+    A: Array, steps: int | None = None, pivoting: bool = False
+) -> tuple[Array, Array, Array]:
+    """Orthogonal H, upper trapezoidal Z and a column order `perm` with Hᵀ A[:, perm] = Z, by
+    Householder reflections.
 
     H = H₁ H₂ ⋯ H_k, Hⱼ = I − βⱼ vⱼ vⱼᵀ, is accumulated explicitly (the transformation
-    matrix H of Pękal–Frączek 2016, eq 3.20); one reflection per column, k = A's columns.
+    matrix H of Pękal–Frączek 2016, eq 3.20); one reflection per column for `steps` columns
+    (default: all of A's). With `pivoting`, step j first brings forward the remaining column
+    of largest norm in rows j and below (the column pivoting E of eq 3.31, LAPACK geqp3's
+    choice), so that after r = rank A steps the rows of Z below r vanish to round-off; the
+    interchange is written with one-hot masks, not a gather, so that it vectorises across a
+    batch. Without pivoting `perm` is the identity.
     """
     n, k = A.shape
-    index = jnp.arange(n)
+    row = jnp.arange(n)
+    col = jnp.arange(k, dtype=jnp.int32)
+
+    def interchange(j, Z, perm):
+        norms = jnp.sum(jnp.where(row[:, None] >= j, Z * Z, 0.0), axis=0)
+        p = jnp.argmax(jnp.where(col >= j, norms, -1.0)).astype(jnp.int32)
+        at_j, at_p = col == j, col == p
+        Z_j = jnp.sum(jnp.where(at_j, Z, 0.0), axis=1)
+        Z_p = jnp.sum(jnp.where(at_p, Z, 0.0), axis=1)
+        Z = Z + jnp.outer(Z_p - Z_j, at_j) + jnp.outer(Z_j - Z_p, at_p)
+        perm_j, perm_p = jnp.sum(jnp.where(at_j, perm, 0)), jnp.sum(jnp.where(at_p, perm, 0))
+        return Z, jnp.where(at_j, perm_p, jnp.where(at_p, perm_j, perm)).astype(perm.dtype)
 
     def reflect(j, carry):
-        H, Z = carry
-        x = jnp.where(index >= j, Z[:, j], 0.0)
+        H, Z, perm = carry
+        if pivoting:
+            Z, perm = interchange(j, Z, perm)
+        x = jnp.where(row >= j, Z[:, j], 0.0)
         alpha = -jnp.where(Z[j, j] >= 0, 1.0, -1.0) * jnp.linalg.norm(x)
         v = x.at[j].add(-alpha)
         vv = v @ v
         beta = jnp.where(vv > 0, 2.0 / jnp.where(vv > 0, vv, 1.0), 0.0)
-        return H - beta * jnp.outer(H @ v, v), Z - beta * jnp.outer(v, v @ Z)
+        return H - beta * jnp.outer(H @ v, v), Z - beta * jnp.outer(v, v @ Z), perm
 
-    return jax.lax.fori_loop(0, k, reflect, (jnp.eye(n, dtype=A.dtype), A))
+    steps = k if steps is None else steps
+    return jax.lax.fori_loop(0, steps, reflect, (jnp.eye(n, dtype=A.dtype), A, col))
+
+
+def pivoted_qr(A: Array, steps: int) -> tuple[Array, Array, Array]:
+    """(Q, R, perm): the complete column-pivoted QR of A, A[:, perm] = Q R, with R's first
+    `steps` rows exact. On CPU one LAPACK geqp3 (a loop over the matrices of a vmapped
+    batch); elsewhere the Householder reflections of `householder_triangularize`,
+    vectorised across a batch: jaxlib runs geqp3 on the host on a GPU, copying every batch
+    there and back at every evaluation."""
+    return jax.lax.platform_dependent(
+        A,
+        cpu=lambda A: jsl.qr(A, pivoting=True),
+        default=lambda A: householder_triangularize(A, steps, pivoting=True),
+    )
 
 
 class PUTDHouseholder(AbstractNullSpace):
@@ -174,7 +209,7 @@ class PUTDHouseholder(AbstractNullSpace):
 
     def complement(self, C, structure):
         r = structure.rank
-        H, Z = householder_triangularize(independent_part(C, structure).T)
+        H, Z, _ = householder_triangularize(independent_part(C, structure).T)
         return H[:, r:], (H[:, :r], Z[:r, :r])
 
     def particular(self, factors, gamma, structure):

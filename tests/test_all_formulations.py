@@ -228,6 +228,43 @@ def test_putd_gauss_factorises_a_square_matrix(case):
     assert float(jnp.max(jnp.abs(particular - particular_rect))) < 1e-12
 
 
+def test_pivoted_qr_off_cpu_is_householder(monkeypatch):
+    """Off CPU, `qr` on redundant constraints takes column-pivoted Householder reflections
+    (vectorised across a batch) instead of geqp3, which jaxlib runs on the host on a GPU.
+    Same pivots and |R_kk| as LAPACK, the same null space, and q̈ to 1e-10; the program
+    lowered for CUDA holds no geqp3, the CPU one does."""
+    make, initial_state, times = CASES["fourbar-redundant"]
+    mech = make()
+    t, q, qd = random_states(mech, initial_state(mech)[0], times)
+    r, n = mech.structure.rank, mech.n
+    A = jaxmbs.constraint_jacobian(mech, t[0], q[0], mech.params).T
+    Q, R, perm = jax.scipy.linalg.qr(A, pivoting=True)
+    H, Z, perm_h = jaxmbs.nullspace.householder_triangularize(A, r, pivoting=True)
+    assert np.array_equal(perm_h[:r], perm[:r])
+    assert_close(jnp.abs(jnp.diag(Z[:r, :r])), jnp.abs(jnp.diag(R[:r, :r])), 0, 1e-12, "|R_kk|")
+    assert_close(H.T @ H, jnp.eye(n), 0, 1e-14, "HᵀH")
+    assert_close(H @ Z, A[:, perm_h], 0, 1e-13, "H Z = A E")
+    assert float(jnp.max(jnp.abs(Z[r:]))) < 1e-13  # the redundant column is dependent
+    assert_close(H[:, r:] @ H[:, r:].T, Q[:, r:] @ Q[:, r:].T, 0, 1e-13, "null-space projector")
+
+    def batch(q, qd):
+        return jax.vmap(lambda q, qd: jaxmbs.accelerations(mech, 0.0, q, qd, method="qr"))(q, qd)
+
+    lapack = batch(q, qd)
+    monkeypatch.setattr(
+        jaxmbs.nullspace,
+        "pivoted_qr",
+        lambda A, steps: jaxmbs.nullspace.householder_triangularize(A, steps, pivoting=True),
+    )
+    householder = batch(q, qd)
+    assert_close(householder, lapack, 0, 1e-10 * float(jnp.max(jnp.abs(lapack))), "q̈")
+    monkeypatch.undo()
+
+    program = jax.jit(batch)
+    assert "geqp3" in program.lower(q, qd).as_text()
+    assert "geqp3" not in jax.export.export(program, platforms=["cuda"])(q, qd).mlir_module()
+
+
 def test_bad_partition_is_refused():
     mech = fourbar.fourbar()
     q0, qd0 = fourbar.initial_state(mech)
