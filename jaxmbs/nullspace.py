@@ -230,10 +230,11 @@ class PUTDGauss(AbstractNullSpace):
 
     The n × r matrix C_Iᵀ is factorised as the square [C_Iᵀ 0]: partial pivoting chooses each
     column's pivot from that column alone, so the first r columns and their row interchanges
-    are those of C_Iᵀ, and the zero columns stay zero (no further interchange, nothing
-    divided). On a GPU a vmapped LU of square matrices is one batched cuBLAS call; of
-    rectangular ones, one cuSOLVER call per sample (a McPherson batch of 10⁴ did not finish
-    in 6 minutes).
+    are those of C_Iᵀ; the zero columns stay zero and are dropped (LAPACK divides by no zero
+    pivot; a library that did would only reorder the last s rows, i.e. the columns of P,
+    which leaves q̈ unchanged). On a GPU, jaxlib's LU of a vmapped batch is one batched
+    cuBLAS call for square matrices and one cuSOLVER call per sample for rectangular ones (a
+    McPherson batch of 10⁴ with the rectangular LU did not finish in 6 minutes).
     """
 
     name: ClassVar[str] = "putd-gauss"
