@@ -3,6 +3,7 @@ of q̈, short simulations, and trajectory gradients against central finite diffe
 coordinate partitioning stops where its fixed partition degenerates."""
 
 import functools
+import re
 
 import diffrax
 import jax
@@ -263,6 +264,30 @@ def test_pivoted_qr_off_cpu_is_householder(monkeypatch):
     program = jax.jit(batch)
     assert "geqp3" in program.lower(q, qd).as_text()
     assert "geqp3" not in jax.export.export(program, platforms=["cuda"])(q, qd).mlir_module()
+
+
+def test_gpu_batches_call_no_host_or_per_sample_kernel():
+    """Every formulation's vmapped q̈, as exported for CUDA (redundant four-bar, so that `qr`
+    pivots): no hybrid (host-side) kernel — `jax.export` refuses one, and the assertion
+    names it — and every LU of square matrices, which jaxlib runs as one batched cuBLAS call
+    (a batch of rectangular ones is a loop over samples)."""
+    mech = fourbar.fourbar(redundant=True)
+    q, qd = fourbar.initial_state(mech, 1.0, 1.5)
+    q, qd = jnp.stack([q] * 4), jnp.stack([qd] * 4)
+    for method in jaxmbs.METHODS:
+
+        def batch(q, qd, method=method):
+            return jaxmbs.accelerations(mech, 0.0, q, qd, method=method)
+
+        program = jax.export.export(jax.jit(jax.vmap(batch)), platforms=["cuda"])(q, qd)
+        calls = re.findall(
+            r"custom_call @(\w+)\([^)]*\)[^\n]*?: \(tensor<([0-9x]+)x", program.mlir_module()
+        )
+        assert not [name for name, _ in calls if "hybrid" in name], method
+        for name, shape in calls:
+            if "getrf" in name:
+                *_, rows, cols = shape.split("x")
+                assert rows == cols, (method, name, shape)
 
 
 def test_bad_partition_is_refused():
