@@ -240,6 +240,25 @@ def _batch_cases(size: int) -> dict:
     return cases
 
 
+def _timed_batch(case: tuple, tol: float, **options) -> tuple[float, float, object]:
+    """One `_batch_cases` case through `monte_carlo`, vmapped in one chunk, twice: the first
+    call's time (compilation included), the second's, and the second's result."""
+    mech, batch, q0, qd0, t1 = case
+
+    def run():
+        return jaxmbs.monte_carlo(
+            mech, batch, (0.0, t1), q0=q0, qd0=qd0, rtol=tol, atol=tol,
+            keep_solutions=False, vectorize=True, **options,
+        )  # fmt: skip
+
+    start = time.perf_counter()
+    run()
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    result = run()
+    return first, time.perf_counter() - start, result
+
+
 def gpu_section(
     sizes,
     any_backend: bool = False,
@@ -274,7 +293,7 @@ def gpu_section(
         rates: dict[str, list[tuple[int, float]]] = {}
         last: dict[str, tuple[int, float, float]] = {}  # mechanism -> (B, first, steady)
         for size in sizes:
-            for label, (mech, batch, q0, qd0, t1) in _batch_cases(size).items():
+            for label, case in _batch_cases(size).items():
                 if label not in mechanisms:
                     continue
                 # The next size's two calls: a compilation like the last one's, two runs ∝ B.
@@ -283,19 +302,7 @@ def gpu_section(
                 if time.perf_counter() - start_section + predicted > budget_s:
                     print(f"| {label} | {name} | {size} | skipped: over {budget_s:.0f} s |")
                     continue
-
-                def run(mech=mech, batch=batch, q0=q0, qd0=qd0, t1=t1, tol=tol):
-                    return jaxmbs.monte_carlo(
-                        mech, batch, (0.0, t1), q0=q0, qd0=qd0, rtol=tol, atol=tol,
-                        keep_solutions=False, vectorize=True,
-                    )  # fmt: skip
-
-                start = time.perf_counter()
-                run()
-                first = time.perf_counter() - start
-                start = time.perf_counter()
-                result = run()
-                steady = time.perf_counter() - start
+                first, steady, result = _timed_batch(case, tol)
                 last[label] = (size, first, steady)
                 failed = int(np.sum(~result.successful))
                 steps = int(np.max(result.diagnostics["num_steps"]))
@@ -329,7 +336,7 @@ def options_section(size: int, label: str, budget_s: float = float("inf")):
     print("| method | stabilization | rank check | first call [s] | steady [s] | "
           "trajectories/s | steps (max) | failed |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|")
-    mech, batch, q0, qd0, t1 = _batch_cases(size)[label]
+    case = _batch_cases(size)[label]
     tol = TOL if jax.config.jax_enable_x64 else 1e-5
     variants = [(m, "projection", True) for m in jaxmbs.METHODS]
     variants += [("qr", "projection", False), ("qr", "baumgarte", True)]
@@ -338,24 +345,13 @@ def options_section(size: int, label: str, budget_s: float = float("inf")):
         if time.perf_counter() - start_section > budget_s:
             print(f"| {method} | {stabilization} | {check_rank} | skipped: budget spent |")
             continue
-
-        def run(method=method, stabilization=stabilization, check_rank=check_rank):
-            return jaxmbs.monte_carlo(
-                mech, batch, (0.0, t1), q0=q0, qd0=qd0, rtol=tol, atol=tol, method=method,
-                stabilization=stabilization, check_rank=check_rank, keep_solutions=False,
-                vectorize=True,
-            )  # fmt: skip
-
         try:
-            start = time.perf_counter()
-            run()
-            first = time.perf_counter() - start
+            first, steady, result = _timed_batch(
+                case, tol, method=method, stabilization=stabilization, check_rank=check_rank
+            )
         except Exception as error:  # noqa: BLE001 - a method that cannot run this mechanism
             print(f"| {method} | {stabilization} | {check_rank} | {type(error).__name__} |")
             continue
-        start = time.perf_counter()
-        result = run()
-        steady = time.perf_counter() - start
         print(
             f"| {method} | {stabilization} | {check_rank} | {first:.1f} | {steady:.3f} | "
             f"{size / steady:.0f} | {int(np.max(result.diagnostics['num_steps']))} | "
