@@ -240,7 +240,9 @@ def _batch_cases(size: int) -> dict:
     return cases
 
 
-def _timed_batch(case: tuple, tol: float, **options) -> tuple[float, float, object]:
+def _timed_batch(
+    case: tuple, tol: float, **options
+) -> tuple[float, float, jaxmbs.MonteCarloResult]:
     """One `_batch_cases` case through `monte_carlo`, vmapped in one chunk, twice: the first
     call's time (compilation included), the second's, and the second's result."""
     mech, batch, q0, qd0, t1 = case
