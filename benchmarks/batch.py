@@ -373,14 +373,16 @@ def main(argv=None):
         "--any-backend", action="store_true", help="run section 4 on the default backend"
     )
     parser.add_argument("--gpu-dtypes", default="float32,float64")
-    parser.add_argument("--budget-s", type=float, default=float("inf"), help="section 4 only")
+    parser.add_argument("--budget-s", type=float, default=float("inf"), help="sections 4 and 5")
     parser.add_argument("--json", default=None, help="section 4's rows as JSON")
     parser.add_argument("--gpu-mechanisms", default="four-bar,McPherson")
     parser.add_argument("--options", default=None, help="section 5: MECHANISM:B (float64)")
     args = parser.parse_args(argv)
+    sections = {int(s) for s in args.sections.split(",")}
+    if 5 in sections and args.options is None:
+        parser.error("section 5 needs --options MECHANISM:B (e.g. McPherson:10000)")
     on_gpu = jax.default_backend() == "gpu"
     max_chunk = args.max_chunk if args.max_chunk is not None else (0 if on_gpu else 64)
-    sections = {int(s) for s in args.sections.split(",")}
     print(f"jax {jax.__version__}, backend {jax.default_backend()}, {jax.device_count()} device(s)")
     if 1 in sections:
         throughput([int(s) for s in args.sizes.split(",")], max_chunk)
