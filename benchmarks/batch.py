@@ -184,7 +184,7 @@ def gradient_cost(ks=(1, 2, 4)):
 
 def chunk_memory(size, chunks):
     """Memory of one compiled chunk from XLA's own analysis (CPU and GPU alike)."""
-    from jaxmbs.batch import _run_chunk  # the compiled unit monte_carlo calls per chunk
+    from jaxmbs.batch.monte_carlo import _run_chunk  # the compiled unit monte_carlo calls per chunk
 
     mech, q0, unit_qd = setup()
     saveat = np.linspace(0.0, T1, 101)

@@ -33,7 +33,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxmbs  # noqa: E402
-from jaxmbs.joints import planar  # noqa: E402
+from jaxmbs.model.joints import planar  # noqa: E402
 from jaxmbs.models import fourbar  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"

@@ -31,7 +31,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 import jaxmbs  # noqa: E402
-from jaxmbs.joints import planar  # noqa: E402
+from jaxmbs.model.joints import planar  # noqa: E402
 from jaxmbs.models import mobile_robot as robot  # noqa: E402
 
 T1 = 10.0

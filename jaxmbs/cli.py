@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import jax
 
 from .formulations import METHODS
-from .stabilization import STABILIZATIONS
+from .integrate import STABILIZATIONS
 
 #: Simulations longer than this (in simulated seconds) show a progress bar.
 PROGRESS_T1 = 20.0

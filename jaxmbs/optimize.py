@@ -37,13 +37,13 @@ import numpy as np
 import optimistix as optx
 from jax.flatten_util import ravel_pytree
 
-from ._types import Array, ArrayLike, Params
-from .assembly import _fixed_indices
+from ._internal.checks import coordinate_indices
+from ._internal.types import Array, ArrayLike, Params
 from .integrate import RESULTS, simulate
 from .kinematics import constraint_jacobian, position_residual, velocity_residual
 
 if TYPE_CHECKING:
-    from .mechanism import Mechanism
+    from .model import Mechanism
 
 GRADIENT_MODES = ("reverse", "forward", "central-difference")
 
@@ -94,7 +94,7 @@ def consistent_state(
         )
     t0 = jnp.asarray(t0, q.dtype)
     params = jax.tree_util.tree_map(jnp.asarray, params)
-    idx = _fixed_indices(mechanism, fixed)
+    idx = coordinate_indices(mechanism, fixed)
     selector = jnp.eye(mechanism.n, dtype=q.dtype)[idx]
     hol = jnp.asarray(structure.independent_holonomic_rows, dtype=int)
     rows = jnp.asarray(structure.independent_rows, dtype=int)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 import jaxmbs
-from jaxmbs.joints import planar
+from jaxmbs.model.joints import planar
 
 from ._cache import cached
 

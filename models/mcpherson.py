@@ -51,7 +51,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxmbs
-from jaxmbs.joints import spatial
+from jaxmbs.model.joints import spatial
 
 from ._cache import cached
 

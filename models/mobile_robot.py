@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxmbs
-from jaxmbs.joints import planar
+from jaxmbs.model.joints import planar
 
 from ._cache import cached
 

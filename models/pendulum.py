@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxmbs
-from jaxmbs.joints import cos_sin
+from jaxmbs.model.joints import cos_sin
 
 from ._cache import cached
 

@@ -22,7 +22,7 @@ Leg i is Aᵢ–Bᵢ–Cᵢ. The particles follow the paper's numbering 1 … 9 
 B₂, A₂, B₃, A₃ and its bodies 1 … 7 = A₁B₁, B₁C₁, platform, C₂B₂, B₂A₂, C₃B₃, B₃A₃ (rods
 run from the platform towards the ground in legs 2 and 3). Three coordinate choices:
 
-- `absolute()`: (x, y, φ) of the 7 bodies via `jaxmbs.joints.planar` — 21 coordinates,
+- `absolute()`: (x, y, φ) of the 7 bodies via `jaxmbs.model.joints.planar` — 21 coordinates,
   9 revolute joints, 18 constraints;
 - `particles()`: equivalent particles (§2, §5) — 16 coordinates (particles 2 … 9;
   A₁ is a ground particle), 13 constraints: 9 rigidity rows (one per rod, three for the
@@ -40,8 +40,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxmbs
-from jaxmbs.joints import cos_sin, planar
-from jaxmbs.joints import particles as pt
+from jaxmbs.model.joints import cos_sin, planar
+from jaxmbs.model.joints import particles as pt
 
 from ._cache import cached
 

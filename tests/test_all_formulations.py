@@ -205,7 +205,7 @@ def test_putd_gauss_factorises_a_square_matrix(case):
     assert lu_shapes == [(mech.n, mech.n)]
 
     r = structure.rank
-    lu, _, perm = jax.lax.linalg.lu(jaxmbs.structure.independent_part(C, structure).T)
+    lu, _, perm = jax.lax.linalg.lu(jaxmbs.kinematics.structure.independent_part(C, structure).T)
     L11 = jnp.tril(lu[:r], -1) + jnp.eye(r)
     U = jnp.triu(lu[:r])
     coupling = jax.scipy.linalg.solve_triangular(
@@ -217,7 +217,7 @@ def test_putd_gauss_factorises_a_square_matrix(case):
         .set(jnp.concatenate([-coupling, jnp.eye(structure.dof)]))
     )
     y = jax.scipy.linalg.solve_triangular(
-        U.T, jaxmbs.structure.independent_part(gamma, structure), lower=True
+        U.T, jaxmbs.kinematics.structure.independent_part(gamma, structure), lower=True
     )
     u = jax.scipy.linalg.solve_triangular(L11, y, trans="T", lower=True, unit_diagonal=True)
     particular_rect = jnp.zeros(mech.n).at[perm[:r]].set(u)

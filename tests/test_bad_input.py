@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import jaxmbs
-from jaxmbs.joints import planar
+from jaxmbs.model.joints import planar
 from jaxmbs.models import fourbar, pendulum
 
 

@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmbs.joints import cos_sin
 from jaxmbs.kinematics import constraint_jacobian, velocity_residual_and_gamma
+from jaxmbs.model.joints import cos_sin
 from jaxmbs.models import fourbar
 
 

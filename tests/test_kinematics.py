@@ -7,7 +7,7 @@ import numpy as np
 from helpers import assert_close
 
 import jaxmbs
-from jaxmbs.joints import planar
+from jaxmbs.model.joints import planar
 from jaxmbs.models import slider_crank
 
 RNG = np.random.default_rng(7)

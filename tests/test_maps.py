@@ -8,7 +8,7 @@ import pytest
 from helpers import FORMULATION_RTOL, assert_close
 
 import jaxmbs
-from jaxmbs.joints import planar
+from jaxmbs.model.joints import planar
 from jaxmbs.models import pendulum
 from jaxmbs.models import platform as pf
 

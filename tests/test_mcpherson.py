@@ -17,7 +17,7 @@ import pytest
 from helpers import assert_close, relative_error
 
 import jaxmbs
-from jaxmbs.joints import spatial
+from jaxmbs.model.joints import spatial
 from jaxmbs.models import mcpherson
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "benchmarks"))

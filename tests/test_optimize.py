@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import jaxmbs
-from jaxmbs.joints import planar
+from jaxmbs.model.joints import planar
 from jaxmbs.models import fourbar
 
 NAMES = ("l2", "l3", "m2", "m3")

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import jaxmbs
-from jaxmbs.joints import particles as pt
-from jaxmbs.joints import planar
+from jaxmbs.model.joints import particles as pt
+from jaxmbs.model.joints import planar
 from jaxmbs.models import fourbar, pendulum
 
 T = 10.0

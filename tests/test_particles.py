@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from helpers import assert_close
 
-from jaxmbs.joints import particles as pt
+from jaxmbs.model.joints import particles as pt
 
 RNG = np.random.default_rng(2005)
 EXACT = 1e-12  # relative accuracy of the reproduced mass properties

@@ -9,10 +9,10 @@ from helpers import assert_close
 
 import jaxmbs
 from jaxmbs import cli
-from jaxmbs.joints import planar
+from jaxmbs.analysis.reactions import SCHEMES
+from jaxmbs.analysis.solvability import pivoted_qr
+from jaxmbs.model.joints import planar
 from jaxmbs.models import chain, fourbar, pendulum
-from jaxmbs.reactions import SCHEMES
-from jaxmbs.solvability import pivoted_qr
 
 G = 9.81
 

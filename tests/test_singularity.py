@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 import jaxmbs
-from jaxmbs import banded
+from jaxmbs.formulations import banded
+from jaxmbs.integrate.events import GRAM_SCREEN, gram_rank_test, screened_by_gram
 from jaxmbs.kinematics import compressed_constraint_jacobian
+from jaxmbs.kinematics.structure import structure_band_plan
 from jaxmbs.models import chain, fourbar
-from jaxmbs.singularity import GRAM_SCREEN, gram_rank_test, screened_by_gram
-from jaxmbs.sparsity import structure_band_plan
 
 
 def qr_pivots(C: np.ndarray, rows: np.ndarray) -> np.ndarray:

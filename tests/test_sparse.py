@@ -14,12 +14,14 @@ import pytest
 from helpers import FORMULATION_RTOL, assert_close, relative_error
 
 import jaxmbs
-from jaxmbs import inertia, linalg
-from jaxmbs.compressed import CompressedJacobian
-from jaxmbs.joints import planar
-from jaxmbs.kinematics import velocity_residual
+from jaxmbs._internal import linalg
+from jaxmbs._internal.linalg import MAX_BLOCK
+from jaxmbs.kinematics import CompressedJacobian, velocity_residual
+from jaxmbs.kinematics.sparsity import greedy_colouring
+from jaxmbs.kinematics.structure import structure_band_plan
+from jaxmbs.model import inertia
+from jaxmbs.model.joints import planar
 from jaxmbs.models import chain, fourbar, mcpherson, mobile_robot
-from jaxmbs.sparsity import MAX_BLOCK, greedy_colouring, structure_band_plan
 
 RNG = np.random.default_rng(7)
 

@@ -14,7 +14,7 @@ import pytest
 from helpers import assert_close
 
 import jaxmbs
-from jaxmbs.joints import spatial
+from jaxmbs.model.joints import spatial
 
 RNG = np.random.default_rng(20261123)
 #: Design orientation used below: local x, y, z along global y, z, x (θ = π/2).

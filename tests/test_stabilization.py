@@ -136,7 +136,7 @@ def test_step_projection_with_one_factorisation(model):
 
     @jax.jit
     def both(q, qd):
-        step = jaxmbs.stabilization.project_state(mech, structure, 2, 0.0, (q, qd), mech.params)
+        step = jaxmbs.integrate.project_state(mech, structure, 2, 0.0, (q, qd), mech.params)
         q_n = jaxmbs.project_positions(mech, structure, 0.0, q, mech.params, 2)
         return step, (q_n, jaxmbs.project_velocities(mech, structure, 0.0, q_n, qd, mech.params))
 
@@ -163,7 +163,7 @@ def test_step_projection_derivative(model):
     v = jax.tree.map(lambda leaf: jnp.asarray(rng.normal(size=np.shape(leaf))), x)
 
     def project(t, q, qd, params):
-        return jaxmbs.stabilization.project_state(mech, mech.structure, 2, t, (q, qd), params)
+        return jaxmbs.integrate.project_state(mech, mech.structure, 2, t, (q, qd), params)
 
     def along(h):
         return jnp.concatenate(project(*jax.tree.map(lambda a, b: a + h * b, x, v)))

@@ -1,0 +1,184 @@
+"""Constraint reactions: generalized, per constraint group, in joint terms, and physical.
+
+Sign convention (Wojtyra–Frączek 2013, eqs 10, 15, 16): M q̈ + Cᵀλ = Q, and
+
+    f = Cᵀλ = Q − M q̈          generalized constraint reactions (unique even when λ is not),
+    f_X = C_Xᵀλ_X              the share of constraint group X (unique only for the groups
+                               that pass the solvability test of `jaxmbs.analyze`).
+
+The force system a group exerts on the bodies is −f_X. Joint terms (`Reactions.joints`) are
+physical forces and moments; each planar joint's `reaction` method states its direction.
+
+Physical reactions for a user-given distribution matrix B (Blajer et al. 1994, §5):
+Bᵀf = M q̈ − Q (eq 32 with M q̈ = Q + Bᵀf), computed by scheme 35, 37 or 38.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+
+from .._internal.types import Array, Coordinates, Params, Velocities
+from ..formulations import AbstractFormulation, get_formulation, independent
+from ..integrate import NoStabilization
+from ..integrate.dynamics import equation_terms
+from ..kinematics.constraints import constraint_jacobian
+from ..kinematics.structure import resolve_structure
+from ..model.joints.planar import joints_of
+
+if TYPE_CHECKING:
+    from ..model import Mechanism
+
+#: Schemes of Blajer et al. 1994 for the physical reactions f.
+SCHEMES = (35, 37, 38)
+
+
+class Reactions(eqx.Module):
+    """Constraint reactions at one state, or along a trajectory (leading time axis).
+
+    **Fields:**
+
+    - `generalized`: f = Cᵀλ = Q − M q̈, shape (…, n).
+    - `groups`: constraint group name → f_X = C_Xᵀλ_X, shape (…, n).
+    - `joints`: joint name → {component: value} for the groups built by the planar joint
+      builders (`jaxmbs.joints.planar`): revolute `force` (on body_i, global) and
+      `force_local` (body_i's frame); translational `normal_force` and `moment` (on
+      body_j, about P_j); distance `tension`; driving `force`; knife edge `lateral_force`
+      and `force` (on the body at the contact point).
+    """
+
+    generalized: Array
+    groups: dict[str, Array]
+    joints: dict[str, dict[str, Array]]
+
+
+def _reactions(mechanism: Mechanism, t, q, lam, params) -> Reactions:
+    C = constraint_jacobian(mechanism, t, q, params)
+    groups = {}
+    for name, rows in mechanism.constraint_groups:
+        idx = jnp.asarray(rows)
+        groups[name] = C[idx].T @ lam[idx]
+    joints = {
+        j.name: j.reaction(t, q, params, lam[jnp.asarray(mechanism.group_rows(j.name))])
+        for j in joints_of(mechanism)
+    }
+    return Reactions(generalized=C.T @ lam, groups=groups, joints=joints)
+
+
+@eqx.filter_jit
+def _reactions_along(mechanism, ts, qs, lams, params) -> Reactions:
+    return jax.vmap(lambda t, q, lam: _reactions(mechanism, t, q, lam, params))(ts, qs, lams)
+
+
+def constraint_reactions(
+    mechanism: Mechanism,
+    t,
+    q: Coordinates,
+    multipliers: Array,
+    params: Params | None = None,
+) -> Reactions:
+    """Generalized, per-group and joint reactions from the multipliers λ.
+
+    **Arguments:**
+
+    - `mechanism`: the mechanism.
+    - `t`, `q`, `multipliers`: one state (shapes (), (n,), (m + h,)), or a trajectory
+      (shapes (T,), (T, n), (T, m + h)), e.g. a `Solution`'s `ts`, `q`, `multipliers`.
+      λ comes from `jaxmbs.accelerations_and_multipliers` or `Solution.multipliers`.
+    - `params`: parameters (default: the mechanism's).
+
+    **Returns:** a [`jaxmbs.Reactions`][] (with a leading time axis for a trajectory).
+    """
+    params = mechanism.params if params is None else params
+    q, lam = jnp.asarray(q), jnp.asarray(multipliers)
+    rows = mechanism.n_holonomic + mechanism.n_pfaffian
+    if q.shape[-1:] != (mechanism.n,) or lam.shape[-1:] != (rows,) or q.ndim != lam.ndim:
+        raise ValueError(
+            f"constraint_reactions: q must end in ({mechanism.n},) and multipliers in "
+            f"({rows},) with the same leading axes; got {q.shape} and {lam.shape}"
+        )
+    if q.ndim == 1:
+        return _reactions(mechanism, t, q, lam, params)
+    if q.ndim != 2:
+        raise ValueError(f"constraint_reactions: q must have shape (n,) or (T, n), got {q.shape}")
+    ts = jnp.broadcast_to(jnp.asarray(t, q.dtype), q.shape[:1])
+    return _reactions_along(mechanism, ts, q, lam, params)
+
+
+def solution_reactions(mechanism: Mechanism, solution, params: Params | None = None) -> Reactions:
+    """[`jaxmbs.constraint_reactions`][] along a [`jaxmbs.Solution`][] (vectorised over
+    its output times)."""
+    return constraint_reactions(mechanism, solution.ts, solution.q, solution.multipliers, params)
+
+
+def _distribution(distribution, t, q, params) -> Array:
+    B = distribution(t, q, params) if callable(distribution) else distribution
+    return jnp.asarray(B, q.dtype)
+
+
+def physical_reactions(
+    mechanism: Mechanism,
+    t,
+    q: Coordinates,
+    qd: Velocities,
+    distribution: Callable | Array,
+    *,
+    scheme: int = 37,
+    params: Params | None = None,
+    method: str | AbstractFormulation = "qr",
+) -> Array:
+    """Physical reactions f with Bᵀf = M q̈ − Q (Blajer et al. 1994, §5, eq 32).
+
+    The rows of B(q, t) are the directions (in q-space, by virtual work) along which the
+    physical reaction components fⱼ act; they must span the same space as the rows of C
+    (BDᵀ = 0 for any null-space basis Dᵀ of C) and be independent, so B has rank C rows.
+
+    - scheme 35: f = (BM⁻¹Bᵀ)⁻¹ B(q̈ₚ − M⁻¹Q) with q̈ₚ any solution of C q̈ = Γ (here the
+      minimum-norm one; Blajer uses [0; ξ]) — no dynamic solve needed, since BDᵀ = 0.
+    - scheme 37: [Bᵀ  MDᵀ] [f; 0] = M q̈ − Q, one n × n solve (eq 37 with T_bd M = [B; DM]).
+    - scheme 38: Bᵀ f = M q̈ − Q by least squares (eq 38).
+
+    q̈ for schemes 37 and 38 comes from the formulation `method`.
+
+    **Arguments:**
+
+    - `mechanism`, `t`, `q`, `qd`: one state.
+    - `distribution`: B as a callable `(t, q, p) -> (k, n)` or an array, k = rank C.
+    - `scheme`: 35, 37 or 38.
+    - `params`: parameters (default: the mechanism's).
+    - `method`: formulation for q̈.
+
+    **Returns:** f, shape (k,): the reaction components acting on the system.
+    """
+    if scheme not in SCHEMES:
+        raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
+    params = mechanism.params if params is None else params
+    q, qd = jnp.asarray(q), jnp.asarray(qd)
+    structure = resolve_structure(mechanism, q, t)
+    M, Q, C, gamma = equation_terms(mechanism, None, NoStabilization(), t, q, qd, params)
+    B = _distribution(distribution, t, q, params)
+    if B.ndim != 2 or B.shape[1] != mechanism.n or B.shape[0] != structure.rank:
+        raise ValueError(
+            f"the distribution matrix B must have shape (rank C, n) = ({structure.rank}, "
+            f"{mechanism.n}), got {B.shape}; with redundant constraints only rank C physical "
+            "reaction components can be determined"
+        )
+    C_i, g_i = independent(C, gamma, structure)
+    if scheme == 35:
+        qdd_p = C_i.T @ jnp.linalg.solve(C_i @ C_i.T, g_i)
+        M_factor = jsl.cho_factor(M, lower=True)
+        Minv_Bt = jsl.cho_solve(M_factor, B.T)
+        return jnp.linalg.solve(B @ Minv_Bt, B @ (qdd_p - jsl.cho_solve(M_factor, Q)))
+    qdd = get_formulation(method).accelerations(M, Q, C, gamma, structure)
+    rhs = M @ qdd - Q
+    if scheme == 38:
+        return jnp.linalg.lstsq(B.T, rhs)[0]
+    # Null-space basis Dᵀ of C from the complete QR of C_Iᵀ (its last n − r columns).
+    Qf, _ = jnp.linalg.qr(C_i.T, mode="complete")
+    D_t = Qf[:, structure.rank :]
+    return jnp.linalg.solve(jnp.concatenate([B.T, M @ D_t], axis=1), rhs)[: structure.rank]

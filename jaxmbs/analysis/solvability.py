@@ -1,0 +1,252 @@
+"""Which constraint reactions are unique: solvability analysis (Wojtyra–Frączek 2013, §3).
+
+With redundant constraints (rank C = r < m + h) the multipliers λ are not unique: any
+λ + N d with Cᵀ N = 0 gives the same motion and the same generalized reaction Cᵀλ. The
+share f_X = C_Xᵀλ_X of a constraint group X is nevertheless unique when the row space of
+C is the direct sum of the row spaces of C_X and of the remaining rows C_Y (§3.2). Two
+numerical tests of that condition, holonomic and Pfaffian rows alike:
+
+- QR criterion (eqs 21–27): C E = Q R with column pivoting; the last p = m + h − r columns
+  of Q span the left null space of C; with Q̃_X their rows of group X,
+  B_X = C_Xᵀ Q̃_X (n × p) vanishes exactly when f_X is unique.
+- rank criterion (direct sum): rank C_X + rank C_Y = rank C.
+
+The analysis runs in NumPy on concrete data, outside jit, like `jaxmbs.analyze_structure`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..kinematics.constraints import constraint_jacobian
+from ..kinematics.structure import RANK_RTOL, Structure, pivoted_row_selection
+
+if TYPE_CHECKING:
+    from ..model import Mechanism
+
+
+def pivoted_qr(A: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Householder QR with column pivoting, A[:, perm] = Q R (Golub–Van Loan, alg. 5.4.1).
+
+    At each step the remaining column of largest norm is brought forward, so |R_kk| does
+    not increase and, for rank r, the rows of R below r vanish (to round-off).
+
+    **Returns:** Q (m × m, orthogonal), R (m × n, upper triangular), perm (n,).
+    """
+    R = np.array(A, dtype=np.float64, copy=True)
+    m, n = R.shape
+    Q = np.eye(m)
+    perm = np.arange(n)
+    for k in range(min(m, n)):
+        j = k + int(np.argmax(np.sum(R[k:, k:] ** 2, axis=0)))
+        R[:, [k, j]], perm[[k, j]] = R[:, [j, k]], perm[[j, k]]
+        x = R[k:, k]
+        norm = np.linalg.norm(x)
+        if norm == 0.0:
+            break
+        v = x.copy()
+        v[0] += np.copysign(norm, x[0])
+        v /= np.linalg.norm(v)
+        R[k:, k:] -= 2.0 * np.outer(v, v @ R[k:, k:])
+        Q[:, k:] -= 2.0 * np.outer(Q[:, k:] @ v, v)
+    return Q, np.triu(R), perm
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class GroupSolvability:
+    """Solvability of one constraint group's reaction.
+
+    **Fields:**
+
+    - `name`, `rows`: the group and its rows of [Φ ; ψ].
+    - `kind`: "holonomic", "pfaffian" or "mixed".
+    - `rank`: rank C_X.
+    - `B`: B_X = C_Xᵀ Q̃_X, shape (n, p) (QR criterion, eq 27).
+    - `unique`: B_X = 0 (to the tolerance): the reaction f_X is unique.
+    - `unique_by_rank`: rank C_X + rank C_Y = rank C (the direct-sum cross-check).
+    """
+
+    name: str
+    rows: tuple[int, ...]
+    kind: str
+    rank: int
+    B: np.ndarray
+    unique: bool
+    unique_by_rank: bool
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Analysis(Structure):
+    """Constraint structure and reaction solvability at one configuration.
+
+    A [`jaxmbs.Structure`][] (n, m, h, rank r, rank Φ_q, independent rows, and the
+    properties `redundancy` p = m + h − r, `dof` = n − r and `dependent_rows`: one choice
+    of p rows whose elimination leaves an independent set) plus:
+
+    **Fields:**
+
+    - `rank_pfaffian`: rank of the Pfaffian block alone.
+    - `groups`: per-group [`jaxmbs.GroupSolvability`][], in the mechanism's order.
+    - `coordinate_names`: for printing B_X.
+    """
+
+    rank_pfaffian: int
+    groups: tuple[GroupSolvability, ...]
+    coordinate_names: tuple[str, ...]
+
+    @property
+    def solvable(self) -> dict[str, bool]:
+        """Group name → whether its reaction is unique (QR criterion)."""
+        return {g.name: g.unique for g in self.groups}
+
+    @property
+    def consistent(self) -> bool:
+        """Whether the QR and rank criteria agree for every group."""
+        return all(g.unique == g.unique_by_rank for g in self.groups)
+
+    def group(self, name: str) -> GroupSolvability:
+        """The result of one group, by name."""
+        for g in self.groups:
+            if g.name == name:
+                return g
+        raise KeyError(f"no constraint group {name!r}; groups: {[g.name for g in self.groups]}")
+
+    def table(self) -> str:
+        """The per-group verdicts as a markdown table."""
+        lines = [
+            "| group | kind | rows | rank C_X | max abs B_X | unique (QR) | unique (rank) |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for g in self.groups:
+            b = float(np.max(np.abs(g.B), initial=0.0))
+            rows = ",".join(str(r) for r in g.rows)
+            lines.append(
+                f"| {g.name} | {g.kind} | {rows} | {g.rank} | {b:.3g} | "
+                f"{'yes' if g.unique else 'no'} | {'yes' if g.unique_by_rank else 'no'} |"
+            )
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        head = (
+            f"coordinates n = {self.n}, holonomic m = {self.n_holonomic}, "
+            f"Pfaffian h = {self.n_pfaffian}\n"
+            f"rank Φ_q = {self.rank_holonomic}, rank of the Pfaffian block = "
+            f"{self.rank_pfaffian}, rank C = {self.rank}\n"
+            f"redundancy p = {self.redundancy}, degrees of freedom (velocities) = {self.dof}\n"
+        )
+        if self.redundancy:
+            head += f"dependent rows (one choice) = {list(self.dependent_rows)}\n"
+        unique = [g.name for g in self.groups if g.unique]
+        other = [g.name for g in self.groups if not g.unique]
+        head += f"unique reactions: {', '.join(unique) or '-'}\n"
+        head += f"non-unique reactions: {', '.join(other) or '-'}\n"
+        if not self.consistent:
+            head += "WARNING: the QR and rank criteria disagree (near-singular configuration)\n"
+        return head + "\n" + self.table()
+
+
+def _rank(A: np.ndarray, tol: float) -> int:
+    if A.size == 0:
+        return 0
+    return int(np.sum(np.linalg.svd(A, compute_uv=False) > tol))
+
+
+def solvability(
+    C: np.ndarray,
+    groups: tuple[tuple[str, tuple[int, ...]], ...],
+    n_holonomic: int,
+    rtol: float = RANK_RTOL,
+) -> tuple[int, list[GroupSolvability]]:
+    """QR and rank criteria for every group of the constraint matrix C (eqs 21–27).
+
+    **Returns:** rank C and the per-group results. Raises `ValueError` when pivoted QR and
+    SVD disagree on the rank (a configuration too close to a singular one).
+    """
+    C = np.asarray(C, dtype=np.float64)
+    tol = rtol * max(1.0, float(np.max(np.abs(C), initial=0.0)))
+    Q, R, _ = pivoted_qr(C)
+    rank = int(np.sum(np.abs(np.diag(R)) > tol))
+    if rank != _rank(C, tol):
+        raise ValueError(
+            f"rank of C is ill-determined at this configuration (pivoted QR: {rank}, SVD: "
+            f"{_rank(C, tol)}); analyse a generic, non-singular configuration"
+        )
+    null = Q[:, rank:]  # Q̃: the left null space of C, (m + h) × p
+    out = []
+    for name, rows in groups:
+        idx = np.asarray(rows, dtype=int)
+        other = np.setdiff1d(np.arange(C.shape[0]), idx)
+        B = C[idx].T @ null[idx]
+        rank_x = _rank(C[idx], tol)
+        holonomic = idx < n_holonomic
+        kind = "holonomic" if holonomic.all() else "pfaffian" if not holonomic.any() else "mixed"
+        out.append(
+            GroupSolvability(
+                name=name,
+                rows=tuple(int(r) for r in rows),
+                kind=kind,
+                rank=rank_x,
+                B=B,
+                unique=bool(np.max(np.abs(B), initial=0.0) <= tol),
+                unique_by_rank=rank_x + _rank(C[other], tol) == rank,
+            )
+        )
+    return rank, out
+
+
+_jacobian = eqx.filter_jit(constraint_jacobian)
+
+
+def analyze(mechanism: Mechanism, q, t: float = 0.0, params=None) -> Analysis:
+    """Rank, redundancy and reaction solvability of a mechanism at a concrete configuration.
+
+    **Arguments:**
+
+    - `mechanism`: the mechanism (its constraint groups are the units of the verdict).
+    - `q`: a concrete configuration, shape (n,).
+    - `t`: time (rheonomic constraints).
+    - `params`: parameters (default: the mechanism's).
+
+    **Returns:** an [`jaxmbs.Analysis`][]; `print(report)` shows the table,
+    `report.solvable` maps each group to whether its reaction is unique.
+    """
+    params = mechanism.params if params is None else params
+    q = np.asarray(q, dtype=float)
+    if q.shape != (mechanism.n,) or not np.all(np.isfinite(q)):
+        raise ValueError(f"analyze needs a finite configuration of shape ({mechanism.n},)")
+    # Arrays, not Python floats: one compilation serves every configuration and time.
+    q, t = jnp.asarray(q), jnp.asarray(t, dtype=jnp.result_type(float))
+    C = _jacobian(mechanism, t, q, jax.tree_util.tree_map(jnp.asarray, params))
+    # In float32 the round-off of C is ~1e-7: widen the tolerance accordingly.
+    rtol = max(RANK_RTOL, 1000 * float(jnp.finfo(C.dtype).eps))
+    C = np.asarray(C, dtype=np.float64)
+    m = mechanism.n_holonomic
+    rank, groups = solvability(C, mechanism.constraint_groups, m, rtol)
+    tol = rtol * max(1.0, float(np.max(np.abs(C), initial=0.0)))
+    hol, basis, piv_h = pivoted_row_selection(C[:m], tol=tol)
+    pf, _, piv_p = pivoted_row_selection(C[m:], basis=basis, tol=tol)
+    pivots = piv_h + piv_p
+    if len(pivots) != rank:
+        raise ValueError(
+            f"rank of C is ill-determined at this configuration (pivoted QR: {rank}, row "
+            f"pivoting: {len(pivots)}); analyse a generic, non-singular configuration"
+        )
+    return Analysis(
+        n=mechanism.n,
+        n_holonomic=m,
+        n_pfaffian=mechanism.n_pfaffian,
+        rank=rank,
+        rank_holonomic=len(hol),
+        independent_rows=tuple(sorted(hol) + sorted(m + i for i in pf)),
+        independent_holonomic_rows=tuple(sorted(hol)),
+        smallest_pivot=min(pivots) / max(pivots) if pivots else 1.0,
+        rank_pfaffian=_rank(C[m:], tol),
+        groups=tuple(groups),
+        coordinate_names=mechanism.coordinate_names,
+    )

@@ -1,0 +1,103 @@
+"""Equations of motion at one state: q̈ and λ from the model through a formulation.
+
+    M(q) q̈ + Cᵀλ = Q(t, q, q̇),    C q̈ = Γ̄    (Pękal–Frączek 2016, eqs 2.1, 2.4, 2.5)
+
+with Γ̄ the acceleration right-hand side as the stabilisation leaves it (Baumgarte: eq of
+`jaxmbs.Baumgarte`; otherwise Γ itself).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._internal.types import Array, Coordinates, Params, Velocities
+from ..formulations import AbstractFormulation, get_formulation
+from ..kinematics.constraints import (
+    constraint_jacobian,
+    position_residual,
+    velocity_residual_and_gamma,
+)
+from ..kinematics.structure import Structure, resolve_structure
+from ..model import inertia
+from .stabilization import AbstractStabilization, NoStabilization
+
+if TYPE_CHECKING:
+    from ..model import Mechanism
+
+
+def equation_terms(
+    mechanism: Mechanism,
+    formulation: AbstractFormulation | None,
+    stabilization: AbstractStabilization,
+    t,
+    q: Coordinates,
+    qd: Velocities,
+    params: Params,
+):
+    """M, Q, C and Γ̄ at one state, with C in the form the formulation reads
+    (`AbstractFormulation.constraint_jacobian`; dense for `formulation=None`) and Γ̄ as the
+    stabilisation leaves it (`AbstractStabilization.stabilized_gamma`)."""
+    M = inertia.mass_matrix(mechanism, q, params)
+    Q = mechanism.forces(t, q, qd, params)
+    if formulation is None:
+        C = constraint_jacobian(mechanism, t, q, params)
+    else:
+        C = formulation.constraint_jacobian(mechanism, t, q, params)
+    c, gamma = velocity_residual_and_gamma(mechanism, t, q, qd, params)
+    gamma = stabilization.stabilized_gamma(
+        gamma, c, lambda: position_residual(mechanism, t, q, params)
+    )
+    return M, Q, C, gamma
+
+
+def accelerations(
+    mechanism: Mechanism,
+    t,
+    q: Coordinates,
+    qd: Velocities,
+    params: Params | None = None,
+    *,
+    method: str | AbstractFormulation = "qr",
+    stabilization: AbstractStabilization | None = None,
+    structure: Structure | None = None,
+) -> Array:
+    """Accelerations q̈ at one state (no multipliers)."""
+    return accelerations_and_multipliers(
+        mechanism,
+        t,
+        q,
+        qd,
+        params,
+        method=method,
+        stabilization=stabilization,
+        structure=structure,
+        multipliers=False,
+    )[0]
+
+
+def accelerations_and_multipliers(
+    mechanism: Mechanism,
+    t,
+    q: Coordinates,
+    qd: Velocities,
+    params: Params | None = None,
+    *,
+    method: str | AbstractFormulation = "qr",
+    stabilization: AbstractStabilization | None = None,
+    structure: Structure | None = None,
+    multipliers: bool = True,
+) -> tuple[Array, Array | None]:
+    """Accelerations q̈ and minimum-norm Lagrange multipliers λ (rows of [Φ ; ψ]) at one state.
+
+    Sign convention: M q̈ + Cᵀλ = Q, so Cᵀλ is minus the generalized constraint reaction.
+    With `multipliers=False`, λ is not computed (None).
+    """
+    params = mechanism.params if params is None else params
+    structure = structure or resolve_structure(mechanism, q, t)
+    formulation = get_formulation(method)
+    M, Q, C, gamma = equation_terms(
+        mechanism, formulation, stabilization or NoStabilization(), t, q, qd, params
+    )
+    if not multipliers:
+        return formulation.accelerations(M, Q, C, gamma, structure), None
+    return formulation.multipliers(M, Q, C, gamma, structure)

@@ -1,0 +1,158 @@
+"""The terminating event of `simulate`: the constraint Jacobian changes rank along the motion.
+
+The rank of C is analysed once, outside jit (`jaxmbs.kinematics.structure`); along the motion, at the end
+of each step, the independent rows C_I must keep full rank. The test is the QR factorisation
+C_Iᵀ = Q R (Pękal–Frączek 2016, eqs 21–27 use the same factorisation for the solvability of
+the constraint groups): C_I has lost rank when
+
+    min_k |R_kk| < rtol · max(max_k |R_kk|, 1),
+
+and, with redundant constraints, when a row classed as dependent leaves the span of C_I.
+
+For many independent rows (r > `MAX_BLOCK`) the QR is a LAPACK call on the dense C at every
+step (chain N = 50: 100 × 150, about as much as the rest of the step). When C is sparse and
+there is no redundancy, the step is first screened by the pivots of the Cholesky
+factorisation of C_I C_Iᵀ, which equal the |R_kk| of the QR with the rows in the same order
+and cost O(n) on a banded C (`jaxmbs.formulations.banded.gram_pivots`). Squaring C limits their accuracy
+to about ε‖C‖²/|R_kk|, so they only clear configurations far from singular (all pivots above
+`GRAM_SCREEN`, or 10·rtol, times the scale); anywhere else the QR decides, so the test is
+the QR test above, with the rows in the factorisation's elimination order.
+"""
+
+from __future__ import annotations
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._internal import linalg
+from .._internal.linalg import MAX_BLOCK
+from .._internal.types import Array
+from ..formulations import AbstractFormulation, banded
+from ..kinematics.compressed import CompressedJacobian
+from ..kinematics.constraints import compressed_constraint_jacobian, constraint_jacobian
+from ..kinematics.structure import Structure, structure_band_plan
+from ..model import Mechanism
+
+#: Gram pivots above this fraction of their scale clear a configuration without the QR (their
+#: error, about ε‖C‖²/pivot, is then below 1e-11 of the scale for a hundred rows).
+GRAM_SCREEN = 1e-4
+
+
+def _scale(d: Array) -> Array:
+    """The scale that pivots d = |R_kk| are measured against: the largest, at least 1."""
+    return jnp.maximum(jnp.max(d), 1.0)
+
+
+def _qr_rank_lost(d: Array, rtol: float) -> Array:
+    """The rank test on the pivots d = |R_kk| of the QR of C_Iᵀ."""
+    return jnp.min(d) < rtol * _scale(d)
+
+
+def screened_by_gram(structure: Structure) -> bool:
+    """Whether the rank test screens by Gram pivots (`gram_rank_test`): many independent
+    rows, a sparsity pattern, no redundancy."""
+    return (
+        structure.rank > MAX_BLOCK and structure.redundancy == 0 and structure.sparsity is not None
+    )
+
+
+def qr_rank_test(structure: Structure, rtol: float):
+    """C ↦ whether C has lost rank, by the QR of its independent rows (in order) and, with
+    redundancy, the distance of the dependent rows from their span."""
+    rows = np.asarray(structure.independent_rows)
+    dependent = np.asarray(structure.dependent_rows, dtype=int)
+
+    def rank_lost(C: Array) -> Array:
+        # Q1 spans the independent rows, d = |R_kk| of C_Iᵀ = Q1ᵀR (one LAPACK QR for a
+        # single run; Gram–Schmidt for a small C_I under vmap, so that vmapped batches call
+        # no batched library kernel).
+        Q1, d = linalg.orthonormal_rows(C[rows], passes=2 if structure.redundancy else 1)
+        singular = _qr_rank_lost(d, rtol)
+        if structure.redundancy:
+            C_dep = C[dependent]
+            leak = C_dep - (C_dep @ Q1.T) @ Q1
+            singular = singular | (jnp.max(jnp.abs(leak)) > jnp.sqrt(rtol) * _scale(d))
+        return singular
+
+    return rank_lost
+
+
+def gram_rank_test(structure: Structure, rtol: float):
+    """C (dense or compressed) ↦ whether C has lost rank: the QR test on the independent rows
+    in the band plan's elimination order, skipped where the Gram pivots clear the
+    configuration (see the module notes). Needs `screened_by_gram(structure)`."""
+    plan = structure_band_plan(structure)
+    order = banded.elimination_order(plan)
+    real = np.flatnonzero(order < structure.n_constraints)  # not padding
+    rows = order[real]
+    threshold = max(10.0 * rtol, GRAM_SCREEN)
+
+    def rank_lost(C: Array | CompressedJacobian) -> Array:
+        pivots = banded.gram_pivots(plan, C)[real]
+        clear = jnp.min(pivots) > threshold * _scale(pivots)
+
+        def qr_test() -> Array:
+            dense = C.dense() if isinstance(C, CompressedJacobian) else C
+            return _qr_rank_lost(linalg.orthonormal_rows(dense[rows])[1], rtol)
+
+        return jax.lax.cond(clear, lambda: jnp.zeros((), bool), qr_test)
+
+    return rank_lost
+
+
+def singularity_event(
+    mechanism: Mechanism, structure: Structure, rtol: float, formulation: AbstractFormulation
+) -> diffrax.Event:
+    """Terminating event: the constraint Jacobian changes rank along the motion (the test of
+    the module notes), or the formulation's fixed pivot block degenerates.
+
+    For a formulation with a pivot block fixed outside jit (coordinate partitioning), also
+    when the block's condition falls below the formulation's threshold (checked at each
+    step) or its signed condition indicator changes sign within a step (it passed through
+    singularity).
+    """
+
+    # Jitted: diffrax traces the event functions several times; each traces these once.
+    @jax.jit
+    def jacobian(t, y, args):
+        params, _ = args
+        q = y[: structure.n]
+        return jax.lax.stop_gradient(constraint_jacobian(mechanism, t, q, params))
+
+    if screened_by_gram(structure):
+        test = gram_rank_test(structure, rtol)
+
+        @jax.jit
+        def rank_lost(t, y, args):
+            params, valid = args
+            q = jax.lax.stop_gradient(y[: structure.n])
+            C = compressed_constraint_jacobian(mechanism, t, q, params, structure.sparsity)
+            return test(C) & valid
+
+    else:
+        test = qr_rank_test(structure, rtol)
+
+        @jax.jit
+        def rank_lost(t, y, args):
+            return test(jacobian(t, y, args)) & args[1]
+
+    def rank_changed(t, y, args, **kwargs):
+        return rank_lost(t, y, args)
+
+    k = structure.n_constraints
+    probe = jax.ShapeDtypeStruct((k, structure.n), jnp.result_type(float))
+    if jax.eval_shape(lambda C: formulation.pivot_condition(C, structure), probe) is None:
+        return diffrax.Event(rank_changed)
+
+    def pivot_ill_conditioned(t, y, args, **kwargs):
+        _, valid = args
+        return formulation.pivot_condition(jacobian(t, y, args), structure)[1] & valid
+
+    def pivot_indicator(t, y, args, **kwargs):
+        _, valid = args
+        indicator = formulation.pivot_condition(jacobian(t, y, args), structure)[0]
+        return jnp.where(valid, indicator, 1.0)
+
+    return diffrax.Event((rank_changed, pivot_ill_conditioned, pivot_indicator))

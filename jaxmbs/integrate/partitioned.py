@@ -1,0 +1,320 @@
+"""Coordinate partitioning in the compact form, with switching (Blajer, Schiehlen, Schirm 1994).
+
+**Compact partitioned equations (§2).** With q = [q_I; q_D], C_D nonsingular and C q̈ = Γ,
+
+    q̇_D = A q̇_I + η,   A = −C_D⁻¹C_I,   η = −C_D⁻¹ b       (eq 7, with c = C q̇ + b)
+    q̈_D = A q̈_I + ξ,   ξ = C_D⁻¹ Γ                         (eq 8)
+    Dᵀ = [I; A] (eq 9),   M_d v̇_I = h_d,   M_d = DMDᵀ,   h_d = D(Q − M[0; ξ])   (eqs 12–14)
+
+integrated for (q, v_I) together (k + n equations, eq 28 discussion): all of q is integrated, so
+no nonlinear solve for q_D is needed, and q̇ = Dᵀv_I + [0; η] satisfies the velocity
+constraints by construction; only Φ drifts, which projection removes.
+
+**Switching during integration.** The partition is a permutation stored in the ODE state;
+after each step the criterion of the current set is compared with the best set's and the
+same (q, q̇) is re-expressed in the new independent velocities (see `jaxmbs.integrate.switching`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+import numpy as np
+
+from .._internal.checks import coordinate_indices
+from .._internal.types import Array, ArrayLike, Coordinates, Params
+from ..kinematics.constraints import (
+    constraint_jacobian,
+    position_residual,
+    velocity_residual,
+    velocity_residual_and_gamma,
+)
+from ..kinematics.criteria import (
+    independent_rows,
+    permutation,
+    pivoted_choice,
+    set_criterion,
+    tangent_rows,
+)
+from ..kinematics.structure import Structure
+from ..model import inertia
+from .solution import Solution
+from .stabilization import AbstractStabilization, get_stabilization
+from .switching import (
+    Switching,
+    SwitchingOptions,
+    SwitchingSolver,
+    initial_validity,
+    integrate,
+    make_solution,
+    physical_outputs,
+    prepare,
+)
+
+if TYPE_CHECKING:
+    from ..model import Mechanism
+
+# ----------------------------------------------------------- compact partitioned equations
+
+
+def _velocities(mechanism: Mechanism, structure: Structure, t, q, v, perm, params):
+    """q̇ = Dᵀv_I + [0; η] (eqs 7, 9), with Dᵀ and the LU factors of C_D for reuse."""
+    k, n = structure.dof, mechanism.n
+    rows = jnp.asarray(structure.independent_rows)
+    ind, dep = perm[:k], perm[k:]
+    C = constraint_jacobian(mechanism, t, q, params)[rows]
+    b = velocity_residual(mechanism, t, q, jnp.zeros_like(q), params)[rows]
+    lu = jsl.lu_factor(C[:, dep])
+    A = -jsl.lu_solve(lu, C[:, ind])
+    eta = -jsl.lu_solve(lu, b)
+    Dt = jnp.zeros((n, k), q.dtype).at[ind].set(jnp.eye(k, dtype=q.dtype)).at[dep].set(A)
+    return Dt @ v + jnp.zeros_like(q).at[dep].set(eta), Dt, lu
+
+
+def compact_equations(
+    mechanism: Mechanism,
+    structure: Structure,
+    stabilization: AbstractStabilization,
+    t,
+    q: Coordinates,
+    v: Array,
+    perm: Array,
+    params: Params,
+) -> tuple[Array, Array, Array]:
+    """q̇, v̇_I and q̈ of the compact partitioned equations (Blajer et al. 1994, eqs 7–14).
+
+    `perm` lists the independent coordinates first (k of them), then the dependent ones;
+    `v` are the independent velocities v_I = q̇_I. One LU factorisation of C_D gives A, η, ξ.
+    """
+    qd, Dt, lu = _velocities(mechanism, structure, t, q, v, perm, params)
+    dep = perm[structure.dof :]
+    c, gamma = velocity_residual_and_gamma(mechanism, t, q, qd, params)
+    gamma = stabilization.stabilized_gamma(
+        gamma, c, lambda: position_residual(mechanism, t, q, params)
+    )
+    gamma = gamma[jnp.asarray(structure.independent_rows)]
+    xi = jnp.zeros_like(q).at[dep].set(jsl.lu_solve(lu, gamma))  # [0; ξ], eq 10
+    M = inertia.mass_matrix(mechanism, q, params)
+    Q = mechanism.forces(t, q, qd, params)
+    Md = Dt.T @ M @ Dt  # eq 13
+    hd = Dt.T @ (Q - M @ xi)  # eq 14
+    vd = jsl.cho_solve(jsl.cho_factor(Md, lower=True), hd)  # eq 12
+    return qd, vd, Dt @ vd + xi
+
+
+def _as_perm(perm_f: Array) -> Array:
+    return jnp.round(perm_f).astype(jnp.int32)
+
+
+class _CompactField(eqx.Module):
+    """(q, v_I, partition) ↦ (q̇, v̇_I, 0) for diffrax (eq 28 with all of q integrated)."""
+
+    mechanism: Mechanism
+    structure: Structure = eqx.field(static=True)
+    stabilization: AbstractStabilization
+
+    @eqx.filter_jit
+    def __call__(self, t, y, args):
+        params, valid = args
+        q, v, perm_f = y
+        qd, vd, _ = compact_equations(
+            self.mechanism, self.structure, self.stabilization, t, q, v, _as_perm(perm_f), params
+        )
+        return jnp.where(valid, qd, 0.0), jnp.where(valid, vd, 0.0), jnp.zeros_like(perm_f)
+
+
+def _criteria(mechanism, structure, t, q, perm, params):
+    """κ of the current set, the best set's permutation and κ, the rank pivots of C."""
+    k = structure.dof
+    q, params = jax.lax.stop_gradient((q, params))
+    M = inertia.mass_matrix(mechanism, q, params)
+    C = independent_rows(mechanism, structure, t, q, params)
+    W = tangent_rows(M, C)
+    best = permutation(pivoted_choice(W))
+    pivots = jnp.abs(jnp.diag(jnp.linalg.qr(C.T)[1]))
+    return set_criterion(W, perm[:k]), best, set_criterion(W, best[:k]), pivots
+
+
+class _Repartition(eqx.Module):
+    """After a step: switch to the best partition when `Switching` says so (same q, q̇)."""
+
+    mechanism: Mechanism
+    structure: Structure = eqx.field(static=True)
+    switching: Switching
+
+    @eqx.filter_jit
+    def __call__(self, t, y, args):
+        params, valid = args
+        q, v, perm_f = y
+        perm = _as_perm(perm_f)
+        current, best, best_value, _ = _criteria(self.mechanism, self.structure, t, q, perm, params)
+        switched = valid & self.switching.decide(current, best_value, jnp.any(best != perm))
+        qd = _velocities(self.mechanism, self.structure, t, q, v, perm, params)[0]
+        v_new = qd[best[: self.structure.dof]]
+        y = (
+            q,
+            jnp.where(switched, v_new, v),
+            jnp.where(switched, best.astype(perm_f.dtype), perm_f),
+        )
+        return y, switched
+
+
+class _PositionProjector(eqx.Module):
+    """The stabilisation's projection of q onto Φ = 0
+    (`AbstractStabilization.project_positions`); v_I needs none (q̇ = Dᵀv_I + η is
+    consistent by construction)."""
+
+    mechanism: Mechanism
+    structure: Structure = eqx.field(static=True)
+    stabilization: AbstractStabilization
+
+    @eqx.filter_jit
+    def __call__(self, t, y, args):
+        params, valid = args
+        q, v, perm_f = y
+        projected = self.stabilization.project_positions(
+            self.mechanism, self.structure, t, q, params
+        )
+        return jnp.where(valid, projected, q), v, perm_f
+
+
+def _singular_event(mechanism, structure, switching: Switching, rank_rtol: float | None):
+    """Terminating event: the current partition's κ below `singular_tol`, or C loses rank."""
+
+    def cond_fn(t, y, args, **kwargs):
+        params, valid = args
+        q, _, perm_f = y
+        current, _, _, pivots = _criteria(mechanism, structure, t, q, _as_perm(perm_f), params)
+        singular = current < switching.singular_tol
+        if rank_rtol is not None:
+            singular = singular | (jnp.min(pivots) < rank_rtol * jnp.maximum(jnp.max(pivots), 1.0))
+        return singular & valid
+
+    return diffrax.Event(cond_fn)
+
+
+SINGULAR_PARTITION = (
+    "jaxmbs.simulate_partitioned: the independent coordinates became singular (C_D singular, "
+    "criterion below singular_tol) with switching disabled, or the constraint Jacobian "
+    "changed rank; the solution stops there"
+)
+
+
+def simulate_partitioned(
+    mechanism: Mechanism,
+    q0: ArrayLike,
+    qd0: ArrayLike,
+    t_span: tuple[ArrayLike, ArrayLike],
+    *,
+    independent: Sequence[int | str] | None = None,
+    switching: bool | Switching = True,
+    stabilization: str | AbstractStabilization = "projection",
+    rtol: float = 1e-8,
+    atol: float = 1e-8,
+    saveat: ArrayLike | None = None,
+    solver: diffrax.AbstractSolver | None = None,
+    params: Params | None = None,
+    dt0: float | None = None,
+    max_steps: int = 100_000,
+    adjoint: diffrax.AbstractAdjoint | None = None,
+    consistency_tol: float = 1e-6,
+    check_rank: bool = True,
+    rank_rtol: float = 1e-8,
+    progress_meter: diffrax.AbstractProgressMeter | None = None,
+    throw: bool = True,
+) -> Solution:
+    """Simulate with coordinate partitioning in Blajer's compact form, re-partitioning as needed.
+
+    The state is (q, v_I) plus the partition (Blajer et al. 1994, eqs 7–14 and the eq 28
+    discussion); the partition starts from `independent` or from the projective criterion at
+    q0, and switches after any step where the current set's criterion falls below
+    `switching.threshold` or another set is `switching.ratio` times better. The physical
+    state (q, q̇) is continuous across a switch; see `jaxmbs.integrate.switching`.
+
+    **Arguments:** as `jaxmbs.simulate` (no `method`: the formulation is the partitioned one),
+    plus
+
+    - `independent`: initial independent coordinates (indices or names, k = n − r of them);
+      default: the best by the projective criterion.
+    - `switching`: `True`, `False` (keep the initial partition; stop with
+      `RESULTS.singular_configuration` when it becomes singular) or a `jaxmbs.Switching`.
+    - `stabilization`: `"projection"` (default; position Newton after each step), `"none"` or
+      `"baumgarte"`. Velocities need none: q̇ = Dᵀv_I + [0; η] is consistent by construction.
+
+    **Returns:** a `jaxmbs.Solution`; its `stats` also hold `num_switches` and `independent`
+    (the independent coordinates at each output time, shape (T, k)).
+    """
+    mechanism, structure, q0, qd0, t0, t1, saveat = prepare(
+        mechanism, q0, qd0, t_span, saveat, params, consistency_tol, throw
+    )
+    if structure.rank == 0 or structure.dof == 0:
+        raise ValueError(
+            f"coordinate partitioning needs constraints and degrees of freedom; this mechanism "
+            f"has rank {structure.rank} and k = {structure.dof} (use jaxmbs.simulate)"
+        )
+    perm0 = np.full(mechanism.n, -1, np.int32)  # −1: choose by the criterion at q0
+    if independent is not None:
+        idx = coordinate_indices(mechanism, independent)
+        if len(idx) != structure.dof:
+            raise ValueError(
+                f"independent has {len(idx)} coordinates; the mechanism has k = {structure.dof}"
+            )
+        mask = np.zeros(mechanism.n, bool)
+        mask[idx] = True
+        perm0 = np.argsort(~mask, kind="stable").astype(np.int32)
+    options = SwitchingOptions(
+        switching, solver, adjoint, progress_meter, rtol, atol, dt0, max_steps,
+        consistency_tol, throw,
+    )  # fmt: skip
+    stabilization = get_stabilization(stabilization)
+    rank_rtol = rank_rtol if check_rank else None
+    return _solve_partitioned(
+        mechanism, structure, stabilization, rank_rtol, q0, qd0, t0, t1, saveat, perm0, options
+    )
+
+
+@eqx.filter_jit
+def _solve_partitioned(
+    mechanism, structure, stabilization, rank_rtol, q0, qd0, t0, t1, saveat, perm0, options
+) -> Solution:
+    params = mechanism.params
+    k = structure.dof
+    ok, q0, qd0 = initial_validity(mechanism, t0, q0, qd0, options)
+    best0 = _criteria(mechanism, structure, t0, q0, jnp.arange(mechanism.n), params)[1]
+    perm0 = jnp.where(perm0[0] < 0, best0, perm0)
+    y0 = (q0, qd0[perm0[:k]], perm0.astype(q0.dtype))
+    args = (params, ok)
+    repartition = _Repartition(mechanism, structure, options.switching)
+    y0, _ = repartition(t0, y0, args)  # a bad given partition is replaced at once
+    project = _PositionProjector(mechanism, structure, stabilization)
+    solver = SwitchingSolver(stabilization.wrap_solver(options.solver, project), repartition)
+    event = _singular_event(mechanism, structure, options.switching, rank_rtol)
+    field = _CompactField(mechanism, structure, stabilization)
+    out = integrate(field, solver, t0, t1, y0, args, saveat, options, event)
+    ts, (q, v, perm_f) = out.ts, out.ys
+    q = jax.vmap(
+        lambda t, q_: stabilization.project_positions(mechanism, structure, t, q_, params)
+    )(ts, q)
+    perm = _as_perm(jnp.where(jnp.isfinite(perm_f), perm_f, -1.0))
+
+    def outputs(t, q_, v_, perm_):
+        qd, _, qdd = compact_equations(
+            mechanism, structure, stabilization, t, q_, v_, perm_, params
+        )
+        return (q_, qd, qdd, *physical_outputs(mechanism, structure, t, q_, qd, qdd, params))
+
+    return make_solution(
+        out,
+        solver,
+        options,
+        ok,
+        jax.vmap(outputs)(ts, q, v, perm),
+        SINGULAR_PARTITION,
+        independent=perm[:, :k],
+    )

@@ -1,0 +1,117 @@
+"""Constraint kinematics by automatic differentiation — the one place C and Γ come from.
+
+Holonomic constraints Φ(q, t) = 0 and Pfaffian constraints ψ = A(q, t) q̇ + a(q, t) = 0 are
+stacked at velocity level (Wojtyra–Frączek 2013, eqs 1–9):
+
+    c(t, q, q̇) = [Φ_q q̇ + Φ_t ; ψ(t, q, q̇)] = C(q, t) q̇ + b(q, t),
+
+which is linear in q̇. Then the constraint Jacobian is C = ∂c/∂q̇ and differentiating
+c = 0 once more in time gives the acceleration equation (Pękal–Frączek 2016, eq 2.4)
+
+    C q̈ = Γ,    Γ = −(∂c/∂q · q̇ + ∂c/∂t),
+
+which is a single Jacobian-vector product of c along (q̇, 1) with q̇ held fixed.
+No Hessian is materialised and nobody writes a Jacobian by hand.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import jax
+import jax.numpy as jnp
+
+from .._internal.types import (
+    Array,
+    ConstraintJacobian,
+    ConstraintVector,
+    Coordinates,
+    Params,
+    Velocities,
+)
+from .compressed import CompressedJacobian
+
+if TYPE_CHECKING:
+    from ..model import Mechanism
+    from .sparsity import Sparsity
+
+
+def position_residual(mechanism: Mechanism, t, q: Coordinates, params: Params) -> Array:
+    """Holonomic constraint residual Φ(q, t), shape (m,) (empty when there are none)."""
+    if mechanism.constraints is None:
+        return jnp.zeros((0,), dtype=q.dtype)
+    return jnp.asarray(mechanism.constraints(t, q, params))
+
+
+def velocity_residual(
+    mechanism: Mechanism, t, q: Coordinates, qd: Velocities, params: Params
+) -> ConstraintVector:
+    """Stacked velocity-level constraints c = [Φ_q q̇ + Φ_t ; ψ], shape (m + h,)."""
+    parts = []
+    if mechanism.constraints is not None:
+        t = jnp.asarray(t, dtype=q.dtype)
+        _, phi_dot = jax.jvp(
+            lambda t_, q_: mechanism.constraints(t_, q_, params),
+            (t, q),
+            (jnp.ones_like(t), qd),
+        )
+        parts.append(phi_dot)
+    if mechanism.velocity_constraints is not None:
+        parts.append(jnp.asarray(mechanism.velocity_constraints(t, q, qd, params)))
+    if not parts:
+        return jnp.zeros((0,), dtype=q.dtype)
+    return jnp.concatenate(parts)
+
+
+def constraint_jacobian(
+    mechanism: Mechanism, t, q: Coordinates, params: Params
+) -> ConstraintJacobian:
+    """C = ∂c/∂q̇, shape (m + h, n): Φ_q stacked over the Pfaffian matrix A.
+
+    With the structure's sparsity pattern known, one Jacobian-vector product per column
+    colour (`jaxmbs.Sparsity.compressed_jacobian`) instead of n.
+    """
+    qd0 = jnp.zeros_like(q)
+    sparsity = None if mechanism.structure is None else mechanism.structure.sparsity
+    if sparsity is None:
+        return jax.jacfwd(lambda qd: velocity_residual(mechanism, t, q, qd, params))(qd0)
+    return sparsity.compressed_jacobian(
+        lambda qd: velocity_residual(mechanism, t, q, qd, params), qd0
+    )
+
+
+def compressed_constraint_jacobian(
+    mechanism: Mechanism, t, q: Coordinates, params: Params, sparsity: Sparsity | None = None
+) -> CompressedJacobian | ConstraintJacobian:
+    """C as its probes along the column colours of a sparsity pattern (default: the
+    mechanism's structure's; `jaxmbs.kinematics.compressed`): the entries without the dense matrix.
+    Dense where that is assembled in one fused kernel (small Jacobians,
+    `Sparsity.assembled_by_product`)."""
+    sparsity = mechanism.structure.sparsity if sparsity is None else sparsity
+    if not sparsity.assembled_by_product:
+        return constraint_jacobian(mechanism, t, q, params)
+    probes = sparsity.probes(
+        lambda qd: velocity_residual(mechanism, t, q, qd, params), jnp.zeros_like(q)
+    )
+    return CompressedJacobian(probes, sparsity)
+
+
+def velocity_residual_and_gamma(
+    mechanism: Mechanism, t, q: Coordinates, qd: Velocities, params: Params
+) -> tuple[ConstraintVector, ConstraintVector]:
+    """c and Γ in C q̈ = Γ together: Γ is minus the time derivative of c along the motion at
+    frozen q̇ (one jvp, whose primal output is c itself)."""
+    t = jnp.asarray(t, dtype=q.dtype)
+    c, c_dot = jax.jvp(
+        lambda t_, q_: velocity_residual(mechanism, t_, q_, qd, params),
+        (t, q),
+        (jnp.ones_like(t), qd),
+    )
+    return c, -c_dot
+
+
+def acceleration_rhs(
+    mechanism: Mechanism, t, q: Coordinates, qd: Velocities, params: Params
+) -> ConstraintVector:
+    """Γ in C q̈ = Γ (Pękal–Frączek 2016, eq 2.4)."""
+    return velocity_residual_and_gamma(mechanism, t, q, qd, params)[1]

@@ -1,0 +1,253 @@
+"""Structure analysis outside jit: rank, redundancy, independent rows, null-space dimension.
+
+Rank is data but shapes in JAX are static, so the structure of a mechanism is analysed once,
+with NumPy, at a concrete (generic, assembled) configuration (DESIGN §3). The formulations then
+receive the independent-row selection and the null-space dimension s = n − r as static data.
+
+Independent rows are chosen by Gram–Schmidt with row pivoting (the QR decomposition with
+column pivoting of Cᵀ, Pękal–Frączek 2016 eq 3.31): holonomic rows first, so that position
+projection can use them alone, then the Pfaffian rows that add rank (Wojtyra–Frączek 2013 §3.2).
+The same pivoting on the columns of the independent rows picks r dependent coordinates u
+(the rest, v, are independent) for coordinate partitioning (Pękal–Frączek 2016, §3.3.1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .constraints import constraint_jacobian, velocity_residual
+from .sparsity import SAMPLES, BandPlan, Sparsity, band_plan, greedy_colouring, pattern_rows
+
+if TYPE_CHECKING:
+    from ..model import Mechanism
+
+#: Relative tolerance below which a pivoted row is taken as dependent.
+RANK_RTOL = 1e-8
+
+
+@dataclasses.dataclass(frozen=True)
+class Structure:
+    """Static constraint structure of a mechanism at a generic configuration.
+
+    Row numbers refer to the stacked constraint vector c = [Φ̇ ; ψ]: holonomic rows
+    0 … m−1, Pfaffian rows m … m+h−1.
+
+    **Fields:**
+
+    - `n`: number of coordinates.
+    - `n_holonomic`, `n_pfaffian`: m and h.
+    - `rank`: r = rank C.
+    - `rank_holonomic`: rank Φ_q.
+    - `independent_rows`: r rows of C that span its row space (sorted).
+    - `independent_holonomic_rows`: rank Φ_q rows of Φ_q spanning its row space (sorted).
+    - `smallest_pivot`: the smallest accepted pivot relative to the largest (a conditioning hint).
+    - `dependent_coordinates`: r coordinates u whose columns of the independent rows, Φ_u,
+      are best conditioned at the analysed configuration (column pivoting; sorted).
+    - `sparsity`: structural non-zeros of C and M ([`jaxmbs.Sparsity`][]), or None.
+    """
+
+    n: int
+    n_holonomic: int
+    n_pfaffian: int
+    rank: int
+    rank_holonomic: int
+    independent_rows: tuple[int, ...]
+    independent_holonomic_rows: tuple[int, ...]
+    smallest_pivot: float
+    dependent_coordinates: tuple[int, ...] = ()
+    sparsity: Sparsity | None = None
+
+    @property
+    def n_constraints(self) -> int:
+        """m + h, the number of stacked constraint rows."""
+        return self.n_holonomic + self.n_pfaffian
+
+    @property
+    def redundancy(self) -> int:
+        """Redundancy degree p = m + h − r (Wojtyra–Frączek 2013, eq 35)."""
+        return self.n_constraints - self.rank
+
+    @property
+    def dof(self) -> int:
+        """Null-space dimension s = n − r: the number of independent velocities."""
+        return self.n - self.rank
+
+    @property
+    def dependent_rows(self) -> tuple[int, ...]:
+        """Rows left out of the independent set (the redundant ones)."""
+        chosen = set(self.independent_rows)
+        return tuple(i for i in range(self.n_constraints) if i not in chosen)
+
+    @property
+    def independent_coordinates(self) -> tuple[int, ...]:
+        """The s = n − r coordinates v left out of `dependent_coordinates`."""
+        chosen = set(self.dependent_coordinates)
+        return tuple(i for i in range(self.n) if i not in chosen)
+
+
+def independent_part(x, structure: Structure):
+    """The independent rows of `x` (C, Γ or any array with one entry per constraint row along
+    its first axis); `x` itself when there is no redundancy."""
+    if structure.redundancy == 0:
+        return x
+    return x[jnp.asarray(structure.independent_rows, dtype=int)]
+
+
+def pivoted_row_selection(
+    rows: np.ndarray, basis: np.ndarray | None = None, tol: float = 0.0
+) -> tuple[list[int], np.ndarray, list[float]]:
+    """Greedy maximal independent subset of `rows` (Gram–Schmidt with pivoting on norm).
+
+    Rows are first projected onto the orthogonal complement of the orthonormal `basis` rows.
+
+    **Returns:** the chosen row indices in pivot order, the new orthonormal rows, the pivots.
+    """
+    residual = np.array(rows, dtype=np.float64, copy=True)
+    if basis is not None and basis.size:
+        residual -= (residual @ basis.T) @ basis
+    chosen: list[int] = []
+    pivots: list[float] = []
+    new_basis = []
+    for _ in range(min(residual.shape)):
+        norms = np.linalg.norm(residual, axis=1)
+        norms[chosen] = -1.0
+        i = int(np.argmax(norms))
+        if norms[i] <= tol:
+            break
+        v = residual[i] / norms[i]
+        chosen.append(i)
+        pivots.append(float(norms[i]))
+        new_basis.append(v)
+        residual -= np.outer(residual @ v, v)
+    out = np.array(new_basis).reshape(len(new_basis), rows.shape[1])
+    return chosen, out, pivots
+
+
+def analyze_structure(
+    mechanism: Mechanism, q, t: float = 0.0, params=None, *, sparsity: bool = True
+) -> Structure:
+    """Analyse rank and redundancy of the constraint Jacobian at a concrete configuration.
+
+    **Arguments:**
+
+    - `mechanism`: the mechanism.
+    - `q`: a concrete configuration, preferably assembled and away from singular positions.
+    - `t`: time (rheonomic constraints).
+    - `params`: parameters (default: the mechanism's own).
+    - `sparsity`: also detect the sparsity patterns of C and M (compressed Jacobians and the
+      `"banded"` formulation use them).
+
+    **Returns:** a [`jaxmbs.Structure`][].
+    """
+    params = mechanism.params if params is None else params
+    try:
+        # One compiled evaluation: op-by-op dispatch compiles every primitive on its own.
+        jacobian = np.asarray(
+            eqx.filter_jit(constraint_jacobian)(mechanism, t, jnp.asarray(q), params)
+        )
+    except Exception as err:  # tracers cannot be analysed
+        raise ValueError(
+            "structure analysis needs concrete q and parameters (it runs outside jit); "
+            "give the Mechanism a reference configuration (reference_q=...) or call "
+            "jaxmbs.analyze_structure before entering jit/vmap/grad"
+        ) from err
+    if not np.all(np.isfinite(jacobian)):
+        raise ValueError("constraint Jacobian is not finite at the reference configuration")
+    m, n = mechanism.n_holonomic, mechanism.n
+    scale = max(1.0, float(np.max(np.abs(jacobian), initial=0.0)))
+    tol = RANK_RTOL * scale
+    hol, basis, piv_h = pivoted_row_selection(jacobian[:m], tol=tol)
+    pf, _, piv_p = pivoted_row_selection(jacobian[m:], basis=basis, tol=tol)
+    independent = sorted(hol) + sorted(m + i for i in pf)
+    pivots = piv_h + piv_p
+    rank = len(independent)
+    # Independent cross-check by singular values (same tolerance).
+    if jacobian.size:
+        sv = np.linalg.svd(jacobian, compute_uv=False)
+        svd_rank = int(np.sum(sv > tol))
+        if svd_rank != rank:
+            raise ValueError(
+                f"rank is ill-determined at this configuration (pivoting: {rank}, "
+                f"SVD: {svd_rank}); analyse at a generic, non-singular configuration"
+            )
+    dependent, _, _ = pivoted_row_selection(jacobian[independent].T, tol=tol)
+    return Structure(
+        n=n,
+        n_holonomic=m,
+        n_pfaffian=mechanism.n_pfaffian,
+        rank=rank,
+        rank_holonomic=len(hol),
+        independent_rows=tuple(independent),
+        independent_holonomic_rows=tuple(sorted(hol)),
+        smallest_pivot=min(pivots) / max(pivots) if pivots else 1.0,
+        dependent_coordinates=tuple(sorted(dependent)),
+        sparsity=detect_sparsity(mechanism, q, t, params) if sparsity else None,
+    )
+
+
+def _perturbed(leaf, rng: np.random.Generator):
+    x = np.asarray(leaf, dtype=float)
+    noise = rng.standard_normal(x.shape)
+    return x * (1.0 + 0.1 * noise) + 0.01 * rng.standard_normal(x.shape)
+
+
+def detect_sparsity(mechanism: Mechanism, q, t: float = 0.0, params=None) -> Sparsity:
+    """Sample the patterns of C and M at `SAMPLES` random states near the concrete `q`.
+
+    Coordinates, time and every parameter leaf are perturbed randomly (fixed seed), so
+    non-zeros that vanish at the reference state or at the given parameter values are found.
+    Non-finite entries count as non-zero (conservative).
+    """
+    params = mechanism.params if params is None else params
+    rng = np.random.default_rng(20260)
+    q = np.asarray(q, dtype=float)
+    leaves, treedef = jax.tree_util.tree_flatten(params)
+    n = mechanism.n
+
+    def sample(t_, q_, p_):
+        C = jax.jacfwd(lambda qd: velocity_residual(mechanism, t_, q_, qd, p_))(jnp.zeros_like(q_))
+        return C, mechanism.mass_matrix(q_, p_)
+
+    q_s = q + 0.1 * (1.0 + np.abs(q)) * rng.standard_normal((SAMPLES, n))
+    t_s = float(t) + rng.uniform(size=SAMPLES)
+    p_s = [np.stack([_perturbed(x, rng) for _ in range(SAMPLES)]) for x in leaves]
+    p_s = jax.tree_util.tree_unflatten(treedef, p_s)
+    C, M = (np.asarray(a) for a in jax.jit(jax.vmap(sample))(t_s, q_s, p_s))
+    C_pattern = np.any((C != 0) | ~np.isfinite(C), axis=0)
+    M_pattern = np.any((M != 0) | ~np.isfinite(M), axis=0) | np.eye(n, dtype=bool)
+    M_pattern |= M_pattern.T
+    return Sparsity(
+        n=n,
+        jacobian=pattern_rows(C_pattern),
+        mass=pattern_rows(M_pattern),
+        colours=tuple(int(c) for c in greedy_colouring(C_pattern)),
+        mass_colours=tuple(int(c) for c in greedy_colouring(M_pattern)),
+    )
+
+
+def structure_band_plan(structure: Structure) -> BandPlan:
+    """Band plan of the independent rows of a structure (needs its `sparsity`)."""
+    if structure.sparsity is None:
+        raise ValueError(
+            "the banded formulation needs the structure's sparsity pattern; analyse the "
+            "structure with jaxmbs.analyze_structure (detect_sparsity=True, the default)"
+        )
+    return band_plan(structure.sparsity, structure.independent_rows)
+
+
+def resolve_structure(mechanism: Mechanism, q=None, t=0.0) -> Structure:
+    """The mechanism's static structure, analysed from a concrete `q` if it has none."""
+    if mechanism.structure is not None:
+        return mechanism.structure
+    if q is None or isinstance(q, jax.core.Tracer):
+        raise ValueError(
+            "the mechanism's constraint structure is unknown and q is traced: construct the "
+            "Mechanism with reference_q=..., or call mechanism.with_structure(q) outside jit"
+        )
+    return mechanism.with_structure(q, t).structure

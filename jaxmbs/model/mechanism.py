@@ -1,0 +1,262 @@
+"""The model contract: a mechanism is a handful of pure functions and a parameter pytree.
+
+Equations of motion (Pękal–Frączek 2016, eq 2.1, extended to Pfaffian constraints as in
+Wojtyra–Frączek 2013, eq 9):
+
+    M(q) q̈ + Cᵀ λ = Q(t, q, q̇),     Φ(q, t) = 0,     ψ = A(q, t) q̇ + a(q, t) = 0.
+
+The user supplies M, Q ("forces": applied and velocity-dependent terms), Φ and ψ; every
+Jacobian and acceleration term is derived by autodiff in `jaxmbs.kinematics`.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping, Sequence
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._internal.types import Params
+from ..kinematics.structure import Structure, analyze_structure
+
+MassMatrixFn = Callable[..., jax.Array]  # (q, p) -> (n, n)
+MassProductFn = Callable[..., jax.Array]  # (q, v, p) -> M(q) v, (n,)
+ForcesFn = Callable[..., jax.Array]  # (t, q, qd, p) -> (n,)
+ConstraintsFn = Callable[..., jax.Array]  # (t, q, p) -> (m,)
+VelocityConstraintsFn = Callable[..., jax.Array]  # (t, q, qd, p) -> (h,)
+PotentialFn = Callable[..., jax.Array]  # (q, p) -> ()
+
+
+def _shape_of(fn: Callable, *args) -> tuple[int, ...]:
+    return jax.eval_shape(fn, *args).shape
+
+
+class Mechanism(eqx.Module):
+    """A constrained multibody system: pure model functions plus differentiable parameters.
+
+    **Arguments:**
+
+    - `mass_matrix`: `M(q, p) -> (n, n)`, symmetric positive definite.
+    - `forces`: `Q(t, q, qd, p) -> (n,)`, applied forces and velocity-dependent terms.
+    - `constraints`: `Φ(t, q, p) -> (m,)`, holonomic constraints (optional).
+    - `velocity_constraints`: `ψ(t, q, qd, p) -> (h,)`, Pfaffian constraints, linear in qd.
+    - `params`: a pytree of floats; every leaf is traced, so `jax.grad` reaches it.
+    - `n`: number of coordinates (may be omitted when `coordinate_names` or `reference_q`
+      is given).
+    - `coordinate_names`: one name per coordinate (default `q0, q1, …`).
+    - `constraint_groups`: mapping group name → row indices of the stacked constraint vector
+      [Φ ; ψ] (holonomic rows first); the groups must partition the rows. Default: one group
+      `"holonomic"` and one `"pfaffian"`.
+    - `potential_energy`: `V(q, p) -> ()`; when given, the total energy ½q̇ᵀMq̇ + V is reported
+      (meaningful for conservative systems with scleronomic constraints).
+    - `reference_q`: a concrete, consistent, non-singular configuration at which the
+      constraint structure (rank, redundancy, independent rows) is analysed once.
+    - `reference_t`: the time at which the reference configuration is taken.
+    - `mass_product`: `(q, v, p) -> M(q) v` (optional), cheaper than a column of
+      `mass_matrix`; with it the engine forms M from one product per colour of M's sparsity
+      pattern (`jaxmbs.model.inertia`). `from_lagrangian` supplies it.
+    """
+
+    mass_matrix: MassMatrixFn = eqx.field(static=True)
+    forces: ForcesFn = eqx.field(static=True)
+    constraints: ConstraintsFn | None = eqx.field(static=True)
+    velocity_constraints: VelocityConstraintsFn | None = eqx.field(static=True)
+    params: Params
+    n: int = eqx.field(static=True)
+    n_holonomic: int = eqx.field(static=True)
+    n_pfaffian: int = eqx.field(static=True)
+    coordinate_names: tuple[str, ...] = eqx.field(static=True)
+    constraint_groups: tuple[tuple[str, tuple[int, ...]], ...] = eqx.field(static=True)
+    potential_energy: PotentialFn | None = eqx.field(static=True)
+    structure: Structure | None = eqx.field(static=True)
+    mass_product: MassProductFn | None = eqx.field(static=True)
+
+    def __init__(
+        self,
+        mass_matrix: MassMatrixFn,
+        forces: ForcesFn,
+        constraints: ConstraintsFn | None = None,
+        velocity_constraints: VelocityConstraintsFn | None = None,
+        params: Params = None,
+        *,
+        n: int | None = None,
+        coordinate_names: Sequence[str] | None = None,
+        constraint_groups: Mapping[str, Sequence[int]] | None = None,
+        potential_energy: PotentialFn | None = None,
+        reference_q=None,
+        reference_t: float = 0.0,
+        mass_product: MassProductFn | None = None,
+    ):
+        if n is None:
+            if coordinate_names is not None:
+                n = len(coordinate_names)
+            elif reference_q is not None:
+                n = int(np.shape(reference_q)[0])
+            else:
+                raise ValueError("Mechanism needs n, coordinate_names or reference_q")
+        n = int(n)
+        self.mass_matrix = mass_matrix
+        self.mass_product = mass_product
+        self.forces = forces
+        self.constraints = constraints
+        self.velocity_constraints = velocity_constraints
+        self.params = params
+        self.n = n
+        self.potential_energy = potential_energy
+        names = tuple(coordinate_names) if coordinate_names is not None else None
+        self.coordinate_names = names or tuple(f"q{i}" for i in range(n))
+        if len(self.coordinate_names) != n:
+            raise ValueError(f"coordinate_names has {len(self.coordinate_names)} names for n={n}")
+
+        q = jax.ShapeDtypeStruct((n,), jnp.result_type(float))
+        t = jax.ShapeDtypeStruct((), jnp.result_type(float))
+        if (s := _shape_of(mass_matrix, q, params)) != (n, n):
+            raise ValueError(f"mass_matrix(q, p) must return shape ({n}, {n}), got {s}")
+        if (s := _shape_of(forces, t, q, q, params)) != (n,):
+            raise ValueError(f"forces(t, q, qd, p) must return shape ({n},), got {s}")
+        m = h = 0
+        if constraints is not None:
+            s = _shape_of(constraints, t, q, params)
+            if len(s) != 1:
+                raise ValueError(f"constraints(t, q, p) must return a vector, got shape {s}")
+            m = s[0]
+        if velocity_constraints is not None:
+            s = _shape_of(velocity_constraints, t, q, q, params)
+            if len(s) != 1:
+                raise ValueError(
+                    f"velocity_constraints(t, q, qd, p) must return a vector, got shape {s}"
+                )
+            h = s[0]
+        if potential_energy is not None and (s := _shape_of(potential_energy, q, params)) != ():
+            raise ValueError(f"potential_energy(q, p) must return a scalar, got shape {s}")
+        self.n_holonomic, self.n_pfaffian = m, h
+        self.constraint_groups = _check_groups(constraint_groups, m, h)
+        self.structure = None
+        if reference_q is not None:
+            q_ref = _check_q(reference_q, n)
+            _check_mass_matrix(np.asarray(mass_matrix(jnp.asarray(q_ref), params)))
+            self.structure = analyze_structure(self, q_ref, reference_t)
+
+    @classmethod
+    def from_lagrangian(
+        cls,
+        kinetic_energy: Callable[..., jax.Array],
+        potential_energy: PotentialFn | None = None,
+        constraints: ConstraintsFn | None = None,
+        velocity_constraints: VelocityConstraintsFn | None = None,
+        params: Params = None,
+        *,
+        external_forces: ForcesFn | None = None,
+        **kwargs,
+    ) -> Mechanism:
+        """Build a mechanism from kinetic energy T(q, q̇, p) and potential energy V(q, p).
+
+        Lagrange's equations with T quadratic in q̇ give M = ∂²T/∂q̇² and
+
+            Q = ∂T/∂q − (∂²T/∂q̇∂q) q̇ − ∂V/∂q + Qᵉ(t, q, q̇, p),
+
+        so gyroscopic and centrifugal terms (e.g. spatial bodies in Euler angles) come by
+        autodiff. M v is a Hessian-vector product (forward over reverse mode), the dense M
+        n of them. `kwargs` are passed to the constructor (`n`, names, `reference_q`, …).
+        """
+
+        def momentum(q, qd, p):
+            return jax.grad(kinetic_energy, argnums=1)(q, qd, p)
+
+        def mass_product(q, v, p):
+            return jax.jvp(lambda qd: momentum(q, qd, p), (jnp.zeros_like(q),), (v,))[1]
+
+        def mass_matrix(q, p):
+            return jax.jacfwd(lambda qd: momentum(q, qd, p))(jnp.zeros_like(q))
+
+        def forces(t, q, qd, p):
+            dT_dq = jax.grad(kinetic_energy, argnums=0)(q, qd, p)
+            # (∂²T/∂q̇∂q) q̇: derivative of the momentum ∂T/∂q̇ along q̇ at fixed q̇.
+            _, coupling = jax.jvp(lambda q_: momentum(q_, qd, p), (q,), (qd,))
+            out = dT_dq - coupling
+            if potential_energy is not None:
+                out = out - jax.grad(potential_energy)(q, p)
+            if external_forces is not None:
+                out = out + external_forces(t, q, qd, p)
+            return out
+
+        return cls(
+            mass_matrix,
+            forces,
+            constraints,
+            velocity_constraints,
+            params,
+            potential_energy=potential_energy,
+            mass_product=mass_product,
+            **kwargs,
+        )
+
+    def with_structure(self, q, t: float = 0.0) -> Mechanism:
+        """Return a copy whose constraint structure is analysed at the concrete `q`."""
+        q = _check_q(q, self.n)
+        _check_mass_matrix(np.asarray(self.mass_matrix(jnp.asarray(q), self.params)))
+        structure = analyze_structure(self, q, t)
+        new = copy.copy(self)
+        object.__setattr__(new, "structure", structure)  # a static field: not reachable by tree_at
+        return new
+
+    def replace_params(self, params: Params) -> Mechanism:
+        """Return a copy with other parameters (same structure)."""
+        new = copy.copy(self)
+        object.__setattr__(new, "params", params)
+        return new
+
+    def energy(self, q, qd, params=None) -> jax.Array:
+        """Total mechanical energy ½ q̇ᵀ M q̇ + V(q) (needs `potential_energy`)."""
+        if self.potential_energy is None:
+            raise ValueError("energy needs the mechanism's potential_energy")
+        p = self.params if params is None else params
+        momentum = (
+            self.mass_matrix(q, p) @ qd
+            if self.mass_product is None
+            else self.mass_product(q, qd, p)
+        )
+        return 0.5 * qd @ momentum + self.potential_energy(q, p)
+
+    def group_rows(self, name: str) -> tuple[int, ...]:
+        """Rows of the stacked constraint vector that belong to the named group."""
+        for group, rows in self.constraint_groups:
+            if group == name:
+                return rows
+        raise KeyError(
+            f"no constraint group {name!r}; groups: {[g for g, _ in self.constraint_groups]}"
+        )
+
+
+def _check_q(q, n: int) -> np.ndarray:
+    q = np.asarray(q, dtype=float)
+    if q.shape != (n,):
+        raise ValueError(f"reference configuration must have shape ({n},), got {q.shape}")
+    if not np.all(np.isfinite(q)):
+        raise ValueError("reference configuration is not finite")
+    return q
+
+
+def _check_mass_matrix(M: np.ndarray) -> None:
+    if not np.allclose(M, M.T, rtol=1e-10, atol=1e-12 * np.max(np.abs(M), initial=1.0)):
+        raise ValueError("mass matrix at the reference configuration is not symmetric")
+    if not np.all(np.isfinite(M)) or np.min(np.linalg.eigvalsh(M), initial=1.0) <= 0:
+        raise ValueError("mass matrix at the reference configuration is not positive definite")
+
+
+def _check_groups(
+    groups: Mapping[str, Sequence[int]] | None, m: int, h: int
+) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    if groups is None:
+        default = [("holonomic", tuple(range(m))), ("pfaffian", tuple(range(m, m + h)))]
+        return tuple((name, rows) for name, rows in default if rows)
+    out = tuple((str(name), tuple(int(r) for r in rows)) for name, rows in groups.items())
+    flat = sorted(r for _, rows in out for r in rows)
+    if flat != list(range(m + h)):
+        raise ValueError(
+            f"constraint_groups must partition the {m + h} constraint rows exactly once each"
+        )
+    return out
