@@ -5,8 +5,8 @@ block-diagonal M = L Lᵀ, eliminating q̈ gives the Wang–Huston form (eqs 3.4
 
     G = C_R L⁻ᵀ,    (G Gᵀ) λ_R = G L⁻¹Q − Γ_R,    q̈ = L⁻ᵀ (L⁻¹Q − Gᵀ λ_R).
 
-A = G Gᵀ = C_R M⁻¹ C_Rᵀ is symmetric positive definite. The static `jaxmbs.kinematics.sparsity.BandPlan`
-decides how it is factorised:
+A = G Gᵀ = C_R M⁻¹ C_Rᵀ is symmetric positive definite. The static
+`jaxmbs.kinematics.sparsity.BandPlan` decides how it is factorised:
 
 - one dense block (small or hardly banded systems): a LAPACK Cholesky of A for one
   system; across a vmapped batch, unrolled kernels that factorise A within each solve

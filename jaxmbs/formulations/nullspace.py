@@ -1,11 +1,11 @@
-"""Null-space bases of the constraint Jacobian (Pękal–Frączek 2016, §3.1–3.2).
+"""The orthogonal-complement method and its null-space bases (Pękal–Frączek 2016, §3.1–3.2).
 
 The orthogonal-complement method writes the accelerations as (eq 3.5)
 
     q̈ = S Γ + P v̈,    C P = 0,
 
 where the s = n − r columns of P span the null space of C and S Γ is a particular solution
-of C q̈ = Γ (eq 3.8). [`jaxmbs.NullSpaceFormulation`][] then solves eq 3.7,
+of C q̈ = Γ (eq 3.8). `NullSpaceFormulation` then solves eq 3.7,
 (PᵀMP) v̈ = Pᵀ(Q − M SΓ), once for all of them; each class here is one way to get P and SΓ:
 
 - `QR` (`qr`): QR of Cᵀ (3.29–3.36); redundancy by column pivoting (3.31).
@@ -38,6 +38,7 @@ import jax.scipy.linalg as jsl
 
 from .._internal.types import Array, ConstraintJacobian, ConstraintVector
 from ..kinematics.structure import Structure, independent_part
+from .base import AbstractFactorizedFormulation
 
 
 def _upper_transposed_solve(R: Array, b: Array) -> Array:
@@ -256,3 +257,42 @@ class PUTDGauss(AbstractNullSpace):
         y = _upper_transposed_solve(U, independent_part(gamma, structure))
         u = jsl.solve_triangular(L11, y, trans="T", lower=True, unit_diagonal=True)
         return jnp.zeros(perm.shape, u.dtype).at[perm[: structure.rank]].set(u, unique_indices=True)
+
+
+class NullSpaceFormulation(AbstractFactorizedFormulation):
+    """Orthogonal-complement method (Pękal–Frączek 2016, eqs 3.5–3.8).
+
+    With P (C P = 0) and S Γ from a null-space basis,
+
+        (PᵀMP) v̈ = Pᵀ(Q − M SΓ),    q̈ = SΓ + P v̈    (eq 3.7, 3.5),
+
+    by a Cholesky factorisation of PᵀMP. λ is eliminated; `multipliers` recovers the
+    minimum-norm λ from the generalized reaction Q − M q̈.
+
+    **Arguments:**
+
+    - `nullspace`: a `AbstractNullSpace` (default `QR()`); the method's
+      name is the basis's (`qr`, `svd`, `eigen`, `putd-householder`, `putd-gauss`).
+    """
+
+    nullspace: AbstractNullSpace = QR()
+
+    @property
+    def name(self) -> str:  # pyright: ignore[reportIncompatibleVariableOverride]
+        return self.nullspace.name
+
+    def factor(self, M, C, structure):
+        if structure.rank == 0:
+            return M, None, None, jsl.cho_factor(M, lower=True)
+        P, basis = self.nullspace.complement(C, structure)
+        reduced = jsl.cho_factor(P.T @ M @ P, lower=True) if structure.dof else None
+        return M, P, basis, reduced
+
+    def solve(self, factors, Q, gamma, structure):
+        M, P, basis, reduced = factors
+        if structure.rank == 0:  # no constraints: P = I
+            return jsl.cho_solve(reduced, Q)
+        qdd_p = self.nullspace.particular(basis, gamma, structure)
+        if structure.dof == 0:
+            return qdd_p
+        return qdd_p + P @ jsl.cho_solve(reduced, P.T @ (Q - M @ qdd_p))

@@ -1,9 +1,9 @@
 """The terminating event of `simulate`: the constraint Jacobian changes rank along the motion.
 
-The rank of C is analysed once, outside jit (`jaxmbs.kinematics.structure`); along the motion, at the end
-of each step, the independent rows C_I must keep full rank. The test is the QR factorisation
-C_Iᵀ = Q R (Pękal–Frączek 2016, eqs 21–27 use the same factorisation for the solvability of
-the constraint groups): C_I has lost rank when
+The rank of C is analysed once, outside jit (`jaxmbs.kinematics.structure`); along the motion,
+at the end of each step, the independent rows C_I must keep full rank. The test is the QR
+factorisation C_Iᵀ = Q R (Pękal–Frączek 2016, eqs 21–27 use the same factorisation for the
+solvability of the constraint groups): C_I has lost rank when
 
     min_k |R_kk| < rtol · max(max_k |R_kk|, 1),
 
@@ -11,12 +11,12 @@ and, with redundant constraints, when a row classed as dependent leaves the span
 
 For many independent rows (r > `MAX_BLOCK`) the QR is a LAPACK call on the dense C at every
 step (chain N = 50: 100 × 150, about as much as the rest of the step). When C is sparse and
-there is no redundancy, the step is first screened by the pivots of the Cholesky
-factorisation of C_I C_Iᵀ, which equal the |R_kk| of the QR with the rows in the same order
-and cost O(n) on a banded C (`jaxmbs.formulations.banded.gram_pivots`). Squaring C limits their accuracy
-to about ε‖C‖²/|R_kk|, so they only clear configurations far from singular (all pivots above
-`GRAM_SCREEN`, or 10·rtol, times the scale); anywhere else the QR decides, so the test is
-the QR test above, with the rows in the factorisation's elimination order.
+there is no redundancy, the step is first screened by the pivots of the Cholesky factorisation
+of C_I C_Iᵀ, which equal the |R_kk| of the QR with the rows in the same order and cost O(n) on
+a banded C (`jaxmbs.formulations.banded.gram_pivots`). Squaring C limits their accuracy to
+about ε‖C‖²/|R_kk|, so they only clear configurations far from singular (all pivots above
+`GRAM_SCREEN`, or 10·rtol, times the scale); anywhere else the QR decides, so the test is the
+QR test above, with the rows in the factorisation's elimination order.
 """
 
 from __future__ import annotations

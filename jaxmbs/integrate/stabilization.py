@@ -54,8 +54,8 @@ def _corrector(
     [Φ ; ψ] (Φ: the holonomic ones).
 
     With the structure's sparsity known this is the range-space solve of the `banded`
-    formulation with Q = 0 and Γ = −residual (`jaxmbs.formulations.banded`: block Cholesky factors of M,
-    small unrolled factorisations, no library calls for small mechanisms, an implicit
+    formulation with Q = 0 and Γ = −residual (`jaxmbs.formulations.banded`: block Cholesky
+    factors of M, small unrolled factorisations, no library calls for small mechanisms, an implicit
     derivative); else dense Cholesky factorisations.
     """
     M = inertia.mass_matrix(mechanism, q, params)

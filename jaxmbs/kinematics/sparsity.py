@@ -15,8 +15,8 @@ next to the rank analysis of [`jaxmbs.Structure`][], and used as static data:
   Schur complement A = C_I M⁻¹ C_Iᵀ = G Gᵀ of the augmented system (Pękal–Frączek 2016,
   eq 2.5; the matrix of the Wang–Huston form, eq 3.41) is banded once its rows are put in
   reverse Cuthill–McKee order. The plan holds the static index maps that let
-  `jaxmbs._internal.linalg` factorise A block-tridiagonally, gathering only the columns each block of
-  rows touches, so a chain costs O(n) per evaluation.
+  `jaxmbs._internal.linalg` factorise A block-tridiagonally, gathering only the columns each
+  block of rows touches, so a chain costs O(n) per evaluation.
 
 Patterns are detected numerically at a few random states around the reference configuration,
 with randomly perturbed parameters, so an entry that is zero only at particular parameter
