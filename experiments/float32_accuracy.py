@@ -55,7 +55,7 @@ def run(name: str, x64: bool, tol: float, stabilization: str, t1: float):
         throw=False,
     )
     out = {
-        "result": jaxmbs.RESULTS.message(int(sol.result)) or "successful",
+        "result": jaxmbs.RESULTS[sol.result] or "successful",
         "max_position_residual": float(np.max(sol.position_residual)),
         "max_velocity_residual": float(np.max(sol.velocity_residual)),
         "energy_drift": float("nan"),

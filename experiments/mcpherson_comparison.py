@@ -141,7 +141,7 @@ def run_all(args) -> list[dict]:
                 for tol in args.tolerances:
                     call = lambda tol=tol, run=executable: run(jnp.asarray(tol))  # noqa: E731
                     cpu, wall, out = timed(call, args.repeats)
-                    code = int(out["result"])
+                    code = out["result"]
                     row = {
                         "strut": strut_name,
                         "stabilization": stab_name,
@@ -154,7 +154,7 @@ def run_all(args) -> list[dict]:
                         "rhs": int(out["rhs"]),
                         "position": float(out["position"]),
                         "velocity": float(out["velocity"]),
-                        "result": "ok" if code == 0 else jaxmbs.RESULTS.message(code),
+                        "result": jaxmbs.RESULTS[code] or "ok",
                     }
                     rows.append(row)
                     print(_line(row), flush=True)

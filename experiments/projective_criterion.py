@@ -31,7 +31,6 @@ from jaxmbs.models import fourbar_relative as fr  # noqa: E402
 
 NAMES = ("α1", "α2", "α3")
 HEAVY_CRANK = {"m1": 6.0, "m2": 1.0, "m3": 0.2}  # the second mass distribution
-RESULT_NAMES = {code: name for name, code in vars(jaxmbs.RESULTS).items() if isinstance(code, int)}
 
 
 def criteria(mech, alpha1: np.ndarray, params: dict):
@@ -93,7 +92,9 @@ def simulations(mech) -> list[dict]:
         rows.append(
             {
                 "name": name,
-                "result": RESULT_NAMES[int(sol.result)],
+                "result": jaxmbs.integrate.RESULT_NAMES[
+                    int(jaxmbs.integrate.result_index(sol.result))
+                ],
                 "t_end": float(np.asarray(sol.ts)[finite][-1]),
                 "steps": int(sol.stats["num_steps"]),
                 "switches": int(sol.stats.get("num_switches", 0)),

@@ -34,9 +34,14 @@ from .formulations import minimal_equations as minimal_equations
 from .formulations import nullspace as nullspace
 from .integrate import RESULTS as RESULTS
 from .integrate import AbstractStabilization as AbstractStabilization
+from .integrate import AbstractStateSpace as AbstractStateSpace
+from .integrate import AllCoordinates as AllCoordinates
 from .integrate import Baumgarte as Baumgarte
+from .integrate import ClosingConditions as ClosingConditions
 from .integrate import NoStabilization as NoStabilization
+from .integrate import PartitionedCoordinates as PartitionedCoordinates
 from .integrate import Projection as Projection
+from .integrate import SimulationError as SimulationError
 from .integrate import Solution as Solution
 from .integrate import Switching as Switching
 from .integrate import accelerations as accelerations

@@ -136,9 +136,7 @@ def simulate_command(args: argparse.Namespace) -> int:
         f"method           {args.method}, stabilization {args.stabilization}, "
         f"rtol {args.rtol:g}, atol {args.atol:g}, {'float32' if args.float32 else 'float64'}"
     )
-    print(
-        f"result           {'successful' if sol.successful else jaxmbs.RESULTS.message(sol.result)}"
-    )
+    print(f"result           {'successful' if sol.successful else jaxmbs.RESULTS[sol.result]}")
     st = {k: int(v) for k, v in sol.stats.items()}
     print(
         f"steps            {st['num_steps']} ({st['num_rejected_steps']} rejected), "

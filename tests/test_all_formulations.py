@@ -14,6 +14,7 @@ import pytest
 from helpers import FORMULATION_RTOL, assert_close
 
 import jaxmbs
+from jaxmbs.formulations import get_formulation
 from jaxmbs.models import chain, fourbar, slider_crank
 
 RNG = np.random.default_rng(20261123)
@@ -346,7 +347,12 @@ def runs():
         )
 
     # No rank check here (it is compiled into every solve); the partitioning test needs it.
-    sols = {name: run(name, rtol=1e-12, atol=1e-12, check_rank=False) for name in jaxmbs.METHODS}
+    # Each formulation in all coordinates (`method="partitioning"` alone would be the
+    # partition-switching state space, tested in test_partitioning_switching.py).
+    sols = {
+        name: run(get_formulation(name), rtol=1e-12, atol=1e-12, check_rank=False)
+        for name in jaxmbs.METHODS
+    }
     return mech, run, sols
 
 
@@ -356,7 +362,7 @@ def test_short_simulation_agrees(runs):
     assert float(jnp.max(jnp.abs(ref.q[:, 2] - ref.q[0, 2]))) > 2.0  # the crank turns
     qdd_scale = float(jnp.max(jnp.abs(ref.qdd)))
     for name, sol in sols.items():
-        assert int(sol.result) == jaxmbs.RESULTS.successful, name
+        assert bool(sol.result == jaxmbs.RESULTS.successful), name
         assert_close(sol.q, ref.q, 0, 1e-9, f"{name} q")
         assert_close(sol.qd, ref.qd, 0, 1e-8, f"{name} q̇")
         assert_close(sol.qdd, ref.qdd, 0, 1e-8 * qdd_scale, f"{name} q̈")
@@ -371,7 +377,7 @@ def test_partitioning_stops_where_its_partition_degenerates(runs):
     ref = sols["kkt"]
     method = jaxmbs.CoordinatePartitioning(dependent=tuple(range(8)))  # v = rocker.phi
     sol = run(method, throw=False)
-    assert int(sol.result) == jaxmbs.RESULTS.singular_configuration
+    assert bool(sol.result == jaxmbs.RESULTS.singular_configuration)
     C = jax.vmap(lambda q: jaxmbs.constraint_jacobian(mech, 0.0, q, mech.params))(ref.q)
     indicator = jax.vmap(lambda c: method.pivot_condition(c, mech.structure)[0])(C)
     crossing = int(jnp.argmax(jnp.sign(indicator) != jnp.sign(indicator[0])))

@@ -52,7 +52,7 @@ def test_float32_runs(float32):
     sol = jaxmbs.simulate(
         mech, q0, qd0, (0.0, 2.0), rtol=1e-5, atol=1e-5, saveat=jnp.linspace(0, 2, 11)
     )
-    assert sol.q.dtype == jnp.float32 and int(sol.result) == jaxmbs.RESULTS.successful
+    assert sol.q.dtype == jnp.float32 and bool(sol.result == jaxmbs.RESULTS.successful)
     # float32 accuracy: residuals at the level of its round-off, energy to ~1e-5.
     assert float(jnp.max(sol.position_residual)) < 1e-5
     drift = np.max(np.abs(np.asarray(sol.energy) / float(sol.energy[0]) - 1))

@@ -222,7 +222,7 @@ def motion(struts):
 
 def test_simplified_and_redundant_struts_move_identically(motion, record_property):
     (_, a, _), (_, b, _) = motion["simplified"], motion["redundant"]
-    assert int(a.result) == int(b.result) == jaxmbs.RESULTS.successful
+    assert bool(a.successful) and bool(b.successful)
     record_property("max_abs_difference_q", float(jnp.max(jnp.abs(b.q - a.q))))
     record_property("max_relative_difference_qd", relative_error(b.qd, a.qd))
     assert_close(b.q, a.q, 0, 1e-9, "q")

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, ArrayLike, Float, PyTree
 
 Params = Any  # a pytree of floats: masses, inertias, lengths, stiffnesses…
 Scalar = Float[ArrayLike, ""]
@@ -22,6 +22,7 @@ __all__ = [
     "GeneralizedForces",
     "MassMatrix",
     "Params",
+    "PyTree",
     "Scalar",
     "Velocities",
 ]

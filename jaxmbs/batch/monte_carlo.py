@@ -84,7 +84,14 @@ from jax.sharding import PartitionSpec as P
 
 from .._internal.linalg import MAX_BLOCK
 from ..formulations import AbstractFormulation, get_formulation
-from ..integrate import RESULTS, AbstractStabilization, Solution, get_stabilization, simulate
+from ..integrate import (
+    RESULT_NAMES,
+    AbstractStabilization,
+    Solution,
+    get_stabilization,
+    result_index,
+    simulate,
+)
 
 if TYPE_CHECKING:
     from ..model import Mechanism
@@ -96,11 +103,8 @@ AXIS = "batch"
 #: Per-sample keyword arguments that `monte_carlo` sets itself.
 _RESERVED = ("throw", "params", "progress_meter")
 
-RESULT_NAMES: dict[int, str] = {
-    code: name
-    for name, code in vars(RESULTS).items()
-    if isinstance(code, int) and not name.startswith("_")
-}
+#: The index of `successful` in `jaxmbs.integrate.RESULT_NAMES` (the per-sample codes).
+SUCCESSFUL = RESULT_NAMES.index("successful")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,7 +113,8 @@ class MonteCarloResult:
 
     **Fields:**
 
-    - `result`: result code per sample (`jaxmbs.RESULTS`), shape (B,).
+    - `result`: result code per sample, shape (B,): the index of its name in
+      `jaxmbs.integrate.RESULT_NAMES` (0: successful).
     - `solutions`: the stacked [`jaxmbs.Solution`][] (leaves with a leading axis B), or
       None with `keep_solutions=False`.
     - `responses`: `response(solution)` per sample (a pytree of arrays, leading axis B),
@@ -140,7 +145,7 @@ class MonteCarloResult:
     @property
     def successful(self) -> np.ndarray:
         """Boolean mask of the samples that succeeded."""
-        return self.result == RESULTS.successful
+        return self.result == SUCCESSFUL
 
     def save(self, path: str | Path) -> Path:
         """Write the results to `path`: `.npz` (everything) or `.csv` (one row per sample).
@@ -349,7 +354,7 @@ def _run_chunk(mechanism, batched, shared, t_span, saveat, kwargs, response, kee
             sol if keep else None,
             None if response is None else response(sol),
             _diagnostics(sol),
-            sol.result,
+            result_index(sol.result),
         )
 
     if vectorize:
@@ -545,7 +550,7 @@ def _progress_bar(total: int, enabled: bool):
 
 
 def _statistics(codes, responses, diagnostics) -> dict[str, Any]:
-    ok = codes == RESULTS.successful
+    ok = codes == SUCCESSFUL
     values, counts = np.unique(codes, return_counts=True)
     return {
         "n_samples": int(codes.shape[0]),

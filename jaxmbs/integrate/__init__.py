@@ -1,13 +1,19 @@
-"""Integration: the `simulate` core, stabilisation, solver wrappers, events, the `Solution`
-and its result codes; coordinate partitioning and closing conditions with switching."""
+"""Integration: the one `simulate` core and its state spaces (all coordinates with a
+formulation, partitioned coordinates, closing conditions), stabilisation, solver wrappers,
+events, the `Solution` and its result codes."""
 
-from .closing import simulate_closing as simulate_closing
+from .closing import ClosingConditions as ClosingConditions
 from .dynamics import accelerations as accelerations
 from .dynamics import accelerations_and_multipliers as accelerations_and_multipliers
-from .partitioned import simulate_partitioned as simulate_partitioned
+from .partitioned import PartitionedCoordinates as PartitionedCoordinates
 from .simulate import simulate as simulate
+from .simulate import simulate_closing as simulate_closing
+from .simulate import simulate_partitioned as simulate_partitioned
+from .solution import RESULT_NAMES as RESULT_NAMES
 from .solution import RESULTS as RESULTS
+from .solution import SimulationError as SimulationError
 from .solution import Solution as Solution
+from .solution import result_index as result_index
 from .stabilization import STABILIZATIONS as STABILIZATIONS
 from .stabilization import AbstractStabilization as AbstractStabilization
 from .stabilization import Baumgarte as Baumgarte
@@ -17,4 +23,6 @@ from .stabilization import get_stabilization as get_stabilization
 from .stabilization import project_positions as project_positions
 from .stabilization import project_state as project_state
 from .stabilization import project_velocities as project_velocities
+from .state_space import AbstractStateSpace as AbstractStateSpace
+from .state_space import AllCoordinates as AllCoordinates
 from .switching import Switching as Switching

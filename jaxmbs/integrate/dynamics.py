@@ -50,31 +50,6 @@ def equation_terms(
     return M, Q, C, gamma
 
 
-def accelerations(
-    mechanism: Mechanism,
-    t,
-    q: Coordinates,
-    qd: Velocities,
-    params: Params | None = None,
-    *,
-    method: str | AbstractFormulation = "qr",
-    stabilization: AbstractStabilization | None = None,
-    structure: Structure | None = None,
-) -> Array:
-    """Accelerations q̈ at one state (no multipliers)."""
-    return accelerations_and_multipliers(
-        mechanism,
-        t,
-        q,
-        qd,
-        params,
-        method=method,
-        stabilization=stabilization,
-        structure=structure,
-        multipliers=False,
-    )[0]
-
-
 def accelerations_and_multipliers(
     mechanism: Mechanism,
     t,
@@ -101,3 +76,14 @@ def accelerations_and_multipliers(
     if not multipliers:
         return formulation.accelerations(M, Q, C, gamma, structure), None
     return formulation.multipliers(M, Q, C, gamma, structure)
+
+
+def accelerations(
+    mechanism: Mechanism, t, q: Coordinates, qd: Velocities, params: Params | None = None,
+    **options,
+) -> Array:  # fmt: skip
+    """Accelerations q̈ at one state, without the multipliers; `options` (`method`,
+    `stabilization`, `structure`) as `accelerations_and_multipliers`."""
+    return accelerations_and_multipliers(mechanism, t, q, qd, params, multipliers=False, **options)[
+        0
+    ]

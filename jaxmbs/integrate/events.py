@@ -1,4 +1,4 @@
-"""The terminating event of `simulate`: the constraint Jacobian changes rank along the motion.
+"""The rank condition of `simulate`'s terminating event: C changes rank along the motion.
 
 The rank of C is analysed once, outside jit (`jaxmbs.kinematics.structure`); along the motion,
 at the end of each step, the independent rows C_I must keep full rank. The test is the QR
@@ -21,15 +21,16 @@ QR test above, with the rows in the factorisation's elimination order.
 
 from __future__ import annotations
 
-import diffrax
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .._internal import linalg
 from .._internal.linalg import MAX_BLOCK
-from .._internal.types import Array
-from ..formulations import AbstractFormulation, banded
+from .._internal.types import Array, Params, PyTree
+from ..formulations import banded
 from ..kinematics.compressed import CompressedJacobian
 from ..kinematics.constraints import compressed_constraint_jacobian, constraint_jacobian
 from ..kinematics.structure import Structure, structure_band_plan
@@ -102,57 +103,45 @@ def gram_rank_test(structure: Structure, rtol: float):
     return rank_lost
 
 
-def singularity_event(
-    mechanism: Mechanism, structure: Structure, rtol: float, formulation: AbstractFormulation
-) -> diffrax.Event:
-    """Terminating event: the constraint Jacobian changes rank along the motion (the test of
-    the module notes), or the formulation's fixed pivot block degenerates.
-
-    For a formulation with a pivot block fixed outside jit (coordinate partitioning), also
-    when the block's condition falls below the formulation's threshold (checked at each
-    step) or its signed condition indicator changes sign within a step (it passed through
-    singularity).
-    """
-
-    # Jitted: diffrax traces the event functions several times; each traces these once.
-    @jax.jit
-    def jacobian(t, y, args):
-        params, _ = args
-        q = y[: structure.n]
-        return jax.lax.stop_gradient(constraint_jacobian(mechanism, t, q, params))
-
+def rank_condition(
+    mechanism: Mechanism,
+    structure: Structure,
+    rtol: float,
+    positions: Callable[[Array, PyTree, Params], Array],
+) -> Callable[..., Array]:
+    """The event condition `(t, y, args) -> bool`: the constraint Jacobian at the positions
+    q = `positions(t, y, params)` of the integrated state y has changed rank (the test of the
+    module notes). `args` = (params, valid); an invalid sample never triggers it."""
     if screened_by_gram(structure):
         test = gram_rank_test(structure, rtol)
 
-        @jax.jit
-        def rank_lost(t, y, args):
-            params, valid = args
-            q = jax.lax.stop_gradient(y[: structure.n])
-            C = compressed_constraint_jacobian(mechanism, t, q, params, structure.sparsity)
-            return test(C) & valid
+        def jacobian(t, q, params):
+            return compressed_constraint_jacobian(mechanism, t, q, params, structure.sparsity)
 
     else:
         test = qr_rank_test(structure, rtol)
 
-        @jax.jit
-        def rank_lost(t, y, args):
-            return test(jacobian(t, y, args)) & args[1]
+        def jacobian(t, q, params):
+            return constraint_jacobian(mechanism, t, q, params)
+
+    # Jitted: diffrax traces the event functions several times; each traces this once.
+    @jax.jit
+    def rank_lost(t, y, args):
+        params, valid = jax.lax.stop_gradient(args)
+        q = jax.lax.stop_gradient(positions(t, y, params))
+        return test(jacobian(t, q, params)) & valid
 
     def rank_changed(t, y, args, **kwargs):
         return rank_lost(t, y, args)
 
-    k = structure.n_constraints
-    probe = jax.ShapeDtypeStruct((k, structure.n), jnp.result_type(float))
-    if jax.eval_shape(lambda C: formulation.pivot_condition(C, structure), probe) is None:
-        return diffrax.Event(rank_changed)
+    return rank_changed
 
-    def pivot_ill_conditioned(t, y, args, **kwargs):
-        _, valid = args
-        return formulation.pivot_condition(jacobian(t, y, args), structure)[1] & valid
 
-    def pivot_indicator(t, y, args, **kwargs):
-        _, valid = args
-        indicator = formulation.pivot_condition(jacobian(t, y, args), structure)[0]
-        return jnp.where(valid, indicator, 1.0)
-
-    return diffrax.Event((rank_changed, pivot_ill_conditioned, pivot_indicator))
+def relative_pivot(mechanism: Mechanism, structure: Structure, t, q: Array, params: Params):
+    """min_k |R_kk| / max(max_k |R_kk|, 1) of the QR of C_Iᵀ at (t, q): how close the
+    independent rows are to losing rank (1 for a mechanism without constraints)."""
+    if structure.rank == 0:
+        return jnp.ones((), q.dtype)
+    C = constraint_jacobian(mechanism, t, q, params)[np.asarray(structure.independent_rows)]
+    d = linalg.orthonormal_rows(C)[1]
+    return jnp.min(d) / _scale(d)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import jax
@@ -10,6 +11,7 @@ import numpy as np
 
 from .._internal import linalg
 from .._internal.checks import is_concrete
+from .._internal.types import Params
 from ..formulations import banded
 from ..kinematics.constraints import position_residual, velocity_residual
 from ..kinematics.structure import structure_band_plan
@@ -65,12 +67,15 @@ def initial_checks(mechanism: Mechanism, t0, q0, qd0, params, tol: float) -> dic
     for leaf in jax.tree_util.tree_leaves(params):
         finite = finite & jnp.all(jnp.isfinite(leaf))
     mass_ok = jnp.all(jnp.isfinite(chol)) & jnp.all(jnp.diagonal(chol, axis1=-2, axis2=-1) > 0)
+    scale = jnp.max(jnp.abs(M), initial=1.0)
+    symmetric = jnp.max(jnp.abs(M - M.T), initial=0.0) <= 1e-10 * scale
     consistent = (err_phi <= tol) & (err_c <= tol)
     return {
         "finite": finite,
         "mass_ok": mass_ok,
+        "symmetric": symmetric,
         "consistent": consistent,
-        "ok": finite & mass_ok & consistent,
+        "ok": finite & mass_ok & symmetric & consistent,
         "err_phi": err_phi,
         "err_c": err_c,
     }
@@ -80,11 +85,106 @@ def raise_if_invalid(check: dict, tol: float) -> None:
     """Eager, informative errors for a concrete initial state."""
     if not bool(check["finite"]):
         raise ValueError("q0, qd0 or a parameter is not finite (NaN or inf)")
+    if not bool(check["symmetric"]):
+        raise ValueError("the mass matrix M(q0) is not symmetric (check mass_matrix)")
     if not bool(check["mass_ok"]):
-        raise ValueError("the mass matrix M(q0) is singular or not positive definite")
+        raise ValueError(
+            "invalid parameters: the mass matrix M(q0) is not positive definite (a zero or "
+            "negative mass or inertia?)"
+        )
     if not bool(check["consistent"]):
         raise ValueError(
             f"inconsistent initial conditions: |Φ(q0)| = {float(check['err_phi']):.3e}, "
             f"|c(q0, q̇0)| = {float(check['err_c']):.3e} exceed consistency_tol = {tol:g}; "
             "use jaxmbs.assemble(mechanism, q_guess, qd_guess)"
         )
+
+
+def _concrete_values(name: str, value) -> np.ndarray | None:
+    """`value` as a NumPy array, or None when it is traced (checked at run time instead)."""
+    if not is_concrete(value):
+        return None
+    try:
+        return np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number or an array of numbers, got {value!r}") from None
+
+
+def check_options(
+    *,
+    t_span,
+    saveat,
+    rtol,
+    atol,
+    dt0,
+    max_steps: int,
+    rank_rtol: float,
+    consistency_tol: float,
+) -> None:
+    """Reject invalid arguments of `simulate` before anything is traced, naming the argument:
+    non-finite times, non-monotonic output times, negative tolerances, `rank_rtol` outside
+    (0, 1), non-positive `max_steps`, `dt0` of the wrong sign."""
+    if not isinstance(t_span, tuple | list) or len(t_span) != 2:
+        raise ValueError(f"t_span must be (t0, t1), got {t_span!r}")
+    times = [_concrete_values("t_span", t) for t in t_span]
+    if any(t is not None and (t.shape != () or not np.isfinite(t)) for t in times):
+        raise ValueError(f"t_span must hold two finite scalar times, got {t_span!r}")
+    t0, t1 = times
+    if t0 is not None and t1 is not None and not t1 > t0:
+        raise ValueError(f"t_span = ({float(t0)}, {float(t1)}) must have t1 > t0")
+    s = None if saveat is None else _concrete_values("saveat", saveat)
+    if s is not None:
+        if s.ndim != 1 or s.shape[0] == 0:
+            raise ValueError(f"saveat must be a non-empty 1-D array of times, got {s.shape}")
+        if not np.all(np.isfinite(s)):
+            raise ValueError("saveat holds a NaN or infinite time")
+        if np.any(np.diff(s) < 0):
+            raise ValueError("saveat must be non-decreasing")
+        if t0 is not None and t1 is not None and (s[0] < t0 or s[-1] > t1):
+            raise ValueError(f"saveat must lie within t_span = ({float(t0)}, {float(t1)})")
+    for name, value in (("rtol", rtol), ("atol", atol), ("consistency_tol", consistency_tol)):
+        v = _concrete_values(name, value)
+        if v is not None and not (np.all(np.isfinite(v)) and np.all(v >= 0)):
+            raise ValueError(f"{name} must be finite and non-negative, got {value!r}")
+    if not 0.0 < rank_rtol < 1.0:
+        raise ValueError(f"rank_rtol must lie in (0, 1), got {rank_rtol!r}")
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int | np.integer) or max_steps < 1:
+        raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
+    h = None if dt0 is None else _concrete_values("dt0", dt0)
+    if h is not None and not (h.shape == () and np.isfinite(h) and h > 0):
+        raise ValueError(f"dt0 must be a positive finite step (t1 > t0), got {dt0!r}")
+
+
+def merge_params(default: Params, params: Params | None, dtype) -> Params:
+    """The parameters of a run: `params` merged into the mechanism's `default` (a partial
+    mapping replaces only its keys, at any depth), every leaf an array of `dtype` (traced,
+    never baked into a compilation). A leaf of another shape than the default's, or a key the
+    mechanism does not have, is named in the error."""
+    if params is None:
+        merged = default
+    elif default is None:  # a mechanism whose parameters travel apart (`monte_carlo`)
+        merged = params
+    else:
+        merged = _merge(default, params, "params")
+    return jax.tree_util.tree_map(
+        lambda x: x if isinstance(x, jax.Array) else jnp.asarray(x, dtype), merged
+    )
+
+
+def _merge(default, given, path: str):
+    if isinstance(default, Mapping) and isinstance(given, Mapping):
+        unknown = sorted(str(k) for k in given if k not in default)
+        if unknown:
+            raise ValueError(f"{path} has keys the mechanism does not have: {unknown}")
+        return {k: _merge(v, given[k], f"{path}[{k!r}]") if k in given else v
+                for k, v in default.items()}  # fmt: skip
+    if jax.tree_util.tree_structure(default) != jax.tree_util.tree_structure(given):
+        raise ValueError(
+            f"{path} has the structure {jax.tree_util.tree_structure(given)}; the mechanism's "
+            f"is {jax.tree_util.tree_structure(default)}"
+        )
+    for d, g in zip(jax.tree_util.tree_leaves(default), jax.tree_util.tree_leaves(given),
+                    strict=True):  # fmt: skip
+        if np.shape(d) != np.shape(g):
+            raise ValueError(f"{path} has shape {np.shape(g)}; the mechanism's has {np.shape(d)}")
+    return given

@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -28,7 +27,7 @@ import jax.scipy.linalg as jsl
 import numpy as np
 
 from .._internal.checks import coordinate_indices
-from .._internal.types import Array, ArrayLike, Coordinates, Params
+from .._internal.types import Array, Coordinates, Params
 from ..kinematics.constraints import (
     constraint_jacobian,
     position_residual,
@@ -44,17 +43,14 @@ from ..kinematics.criteria import (
 )
 from ..kinematics.structure import Structure
 from ..model import inertia
-from .solution import Solution
-from .stabilization import AbstractStabilization, get_stabilization
+from .stabilization import AbstractStabilization
+from .state_space import AbstractStateFunction
 from .switching import (
+    AbstractSwitchingStateSpace,
     Switching,
-    SwitchingOptions,
     SwitchingSolver,
-    initial_validity,
-    integrate,
-    make_solution,
-    physical_outputs,
-    prepare,
+    get_switching,
+    multipliers_from_accelerations,
 )
 
 if TYPE_CHECKING:
@@ -112,16 +108,12 @@ def _as_perm(perm_f: Array) -> Array:
     return jnp.round(perm_f).astype(jnp.int32)
 
 
-class _CompactField(eqx.Module):
+class _CompactField(AbstractStateFunction):
     """(q, v_I, partition) ↦ (q̇, v̇_I, 0) for diffrax (eq 28 with all of q integrated)."""
 
-    mechanism: Mechanism
-    structure: Structure = eqx.field(static=True)
     stabilization: AbstractStabilization
 
-    @eqx.filter_jit
-    def __call__(self, t, y, args):
-        params, valid = args
+    def evaluate(self, t, y, params, valid):
         q, v, perm_f = y
         qd, vd, _ = compact_equations(
             self.mechanism, self.structure, self.stabilization, t, q, v, _as_perm(perm_f), params
@@ -141,16 +133,12 @@ def _criteria(mechanism, structure, t, q, perm, params):
     return set_criterion(W, perm[:k]), best, set_criterion(W, best[:k]), pivots
 
 
-class _Repartition(eqx.Module):
+class _Repartition(AbstractStateFunction):
     """After a step: switch to the best partition when `Switching` says so (same q, q̇)."""
 
-    mechanism: Mechanism
-    structure: Structure = eqx.field(static=True)
     switching: Switching
 
-    @eqx.filter_jit
-    def __call__(self, t, y, args):
-        params, valid = args
+    def evaluate(self, t, y, params, valid):
         q, v, perm_f = y
         perm = _as_perm(perm_f)
         current, best, best_value, _ = _criteria(self.mechanism, self.structure, t, q, perm, params)
@@ -165,18 +153,14 @@ class _Repartition(eqx.Module):
         return y, switched
 
 
-class _PositionProjector(eqx.Module):
+class _PositionProjector(AbstractStateFunction):
     """The stabilisation's projection of q onto Φ = 0
     (`AbstractStabilization.project_positions`); v_I needs none (q̇ = Dᵀv_I + η is
     consistent by construction)."""
 
-    mechanism: Mechanism
-    structure: Structure = eqx.field(static=True)
     stabilization: AbstractStabilization
 
-    @eqx.filter_jit
-    def __call__(self, t, y, args):
-        params, valid = args
+    def evaluate(self, t, y, params, valid):
         q, v, perm_f = y
         projected = self.stabilization.project_positions(
             self.mechanism, self.structure, t, q, params
@@ -184,137 +168,112 @@ class _PositionProjector(eqx.Module):
         return jnp.where(valid, projected, q), v, perm_f
 
 
-def _singular_event(mechanism, structure, switching: Switching, rank_rtol: float | None):
-    """Terminating event: the current partition's κ below `singular_tol`, or C loses rank."""
-
-    def cond_fn(t, y, args, **kwargs):
-        params, valid = args
-        q, _, perm_f = y
-        current, _, _, pivots = _criteria(mechanism, structure, t, q, _as_perm(perm_f), params)
-        singular = current < switching.singular_tol
-        if rank_rtol is not None:
-            singular = singular | (jnp.min(pivots) < rank_rtol * jnp.maximum(jnp.max(pivots), 1.0))
-        return singular & valid
-
-    return diffrax.Event(cond_fn)
-
-
-SINGULAR_PARTITION = (
-    "jaxmbs.simulate_partitioned: the independent coordinates became singular (C_D singular, "
-    "criterion below singular_tol) with switching disabled, or the constraint Jacobian "
-    "changed rank; the solution stops there"
-)
-
-
-def simulate_partitioned(
-    mechanism: Mechanism,
-    q0: ArrayLike,
-    qd0: ArrayLike,
-    t_span: tuple[ArrayLike, ArrayLike],
-    *,
-    independent: Sequence[int | str] | None = None,
-    switching: bool | Switching = True,
-    stabilization: str | AbstractStabilization = "projection",
-    rtol: float = 1e-8,
-    atol: float = 1e-8,
-    saveat: ArrayLike | None = None,
-    solver: diffrax.AbstractSolver | None = None,
-    params: Params | None = None,
-    dt0: float | None = None,
-    max_steps: int = 100_000,
-    adjoint: diffrax.AbstractAdjoint | None = None,
-    consistency_tol: float = 1e-6,
-    check_rank: bool = True,
-    rank_rtol: float = 1e-8,
-    progress_meter: diffrax.AbstractProgressMeter | None = None,
-    throw: bool = True,
-) -> Solution:
-    """Simulate with coordinate partitioning in Blajer's compact form, re-partitioning as needed.
+class PartitionedCoordinates(AbstractSwitchingStateSpace):
+    """Coordinate partitioning in the compact form, re-partitioning along the motion
+    (`method="partitioning"`).
 
     The state is (q, v_I) plus the partition (Blajer et al. 1994, eqs 7–14 and the eq 28
     discussion); the partition starts from `independent` or from the projective criterion at
     q0, and switches after any step where the current set's criterion falls below
     `switching.threshold` or another set is `switching.ratio` times better. The physical
-    state (q, q̇) is continuous across a switch; see `jaxmbs.integrate.switching`.
+    state (q, q̇) is continuous across a switch (`jaxmbs.integrate.switching`). Velocities
+    satisfy the constraints by construction (q̇ = Dᵀv_I + [0; η]); the stabilisation acts on
+    positions only (projection: Newton on Φ after each step; Baumgarte: Γ̄).
 
-    **Arguments:** as `jaxmbs.simulate` (no `method`: the formulation is the partitioned one),
-    plus
+    **Arguments:**
 
     - `independent`: initial independent coordinates (indices or names, k = n − r of them);
-      default: the best by the projective criterion.
+      default: the best by the projective criterion at q0.
     - `switching`: `True`, `False` (keep the initial partition; stop with
       `RESULTS.singular_configuration` when it becomes singular) or a `jaxmbs.Switching`.
-    - `stabilization`: `"projection"` (default; position Newton after each step), `"none"` or
-      `"baumgarte"`. Velocities need none: q̇ = Dᵀv_I + [0; η] is consistent by construction.
 
-    **Returns:** a `jaxmbs.Solution`; its `stats` also hold `num_switches` and `independent`
-    (the independent coordinates at each output time, shape (T, k)).
+    `Solution.stats` also hold `num_switches` and `independent` (the independent coordinates
+    at each output time, shape (T, k)).
     """
-    mechanism, structure, q0, qd0, t0, t1, saveat = prepare(
-        mechanism, q0, qd0, t_span, saveat, params, consistency_tol, throw
-    )
-    if structure.rank == 0 or structure.dof == 0:
-        raise ValueError(
-            f"coordinate partitioning needs constraints and degrees of freedom; this mechanism "
-            f"has rank {structure.rank} and k = {structure.dof} (use jaxmbs.simulate)"
-        )
-    perm0 = np.full(mechanism.n, -1, np.int32)  # −1: choose by the criterion at q0
-    if independent is not None:
-        idx = coordinate_indices(mechanism, independent)
+
+    independent: tuple[int | str, ...] | None = eqx.field(static=True)
+    switching: Switching
+    partition: tuple[int, ...] | None = eqx.field(static=True)
+
+    def __init__(
+        self,
+        independent: Sequence[int | str] | None = None,
+        switching: bool | Switching = True,
+        *,
+        partition: tuple[int, ...] | None = None,
+    ):
+        self.independent = None if independent is None else tuple(independent)
+        self.switching = get_switching(switching)
+        self.partition = partition
+
+    @property
+    def name(self) -> str:
+        return "partitioning"
+
+    def prepare(self, mechanism, structure):
+        if structure.rank == 0 or structure.dof == 0:
+            raise ValueError(
+                f"coordinate partitioning needs constraints and degrees of freedom; this "
+                f"mechanism has rank {structure.rank} and k = {structure.dof}"
+            )
+        if self.independent is None:
+            return self
+        idx = coordinate_indices(mechanism, self.independent)
         if len(idx) != structure.dof:
             raise ValueError(
                 f"independent has {len(idx)} coordinates; the mechanism has k = {structure.dof}"
             )
         mask = np.zeros(mechanism.n, bool)
         mask[idx] = True
-        perm0 = np.argsort(~mask, kind="stable").astype(np.int32)
-    options = SwitchingOptions(
-        switching, solver, adjoint, progress_meter, rtol, atol, dt0, max_steps,
-        consistency_tol, throw,
-    )  # fmt: skip
-    stabilization = get_stabilization(stabilization)
-    rank_rtol = rank_rtol if check_rank else None
-    return _solve_partitioned(
-        mechanism, structure, stabilization, rank_rtol, q0, qd0, t0, t1, saveat, perm0, options
-    )
+        partition = tuple(int(i) for i in np.argsort(~mask, kind="stable"))
+        return PartitionedCoordinates(self.independent, self.switching, partition=partition)
 
+    def initial_state(self, mechanism, structure, t0, q0, qd0, params, consistency_tol):
+        k = structure.dof
+        if self.partition is None:  # the best by the criterion at q0
+            perm0 = _criteria(mechanism, structure, t0, q0, jnp.arange(mechanism.n), params)[1]
+        else:
+            perm0 = jnp.asarray(self.partition, jnp.int32)
+        y0 = (q0, qd0[perm0[:k]], perm0.astype(q0.dtype))
+        # A bad given partition is replaced at once.
+        repartition = _Repartition(mechanism, structure, self.switching)
+        y0, _ = repartition(t0, y0, (params, jnp.ones((), bool)))
+        return y0, jnp.ones((), bool)
 
-@eqx.filter_jit
-def _solve_partitioned(
-    mechanism, structure, stabilization, rank_rtol, q0, qd0, t0, t1, saveat, perm0, options
-) -> Solution:
-    params = mechanism.params
-    k = structure.dof
-    ok, q0, qd0 = initial_validity(mechanism, t0, q0, qd0, options)
-    best0 = _criteria(mechanism, structure, t0, q0, jnp.arange(mechanism.n), params)[1]
-    perm0 = jnp.where(perm0[0] < 0, best0, perm0)
-    y0 = (q0, qd0[perm0[:k]], perm0.astype(q0.dtype))
-    args = (params, ok)
-    repartition = _Repartition(mechanism, structure, options.switching)
-    y0, _ = repartition(t0, y0, args)  # a bad given partition is replaced at once
-    project = _PositionProjector(mechanism, structure, stabilization)
-    solver = SwitchingSolver(stabilization.wrap_solver(options.solver, project), repartition)
-    event = _singular_event(mechanism, structure, options.switching, rank_rtol)
-    field = _CompactField(mechanism, structure, stabilization)
-    out = integrate(field, solver, t0, t1, y0, args, saveat, options, event)
-    ts, (q, v, perm_f) = out.ts, out.ys
-    q = jax.vmap(
-        lambda t, q_: stabilization.project_positions(mechanism, structure, t, q_, params)
-    )(ts, q)
-    perm = _as_perm(jnp.where(jnp.isfinite(perm_f), perm_f, -1.0))
+    def vector_field(self, mechanism, structure, stabilization):
+        return _CompactField(mechanism, structure, stabilization)
 
-    def outputs(t, q_, v_, perm_):
-        qd, _, qdd = compact_equations(
-            mechanism, structure, stabilization, t, q_, v_, perm_, params
+    def wrap_solver(self, solver, mechanism, structure, stabilization):
+        project = _PositionProjector(mechanism, structure, stabilization)
+        return SwitchingSolver(
+            stabilization.wrap_solver(solver, project),
+            _Repartition(mechanism, structure, self.switching),
         )
-        return (q_, qd, qdd, *physical_outputs(mechanism, structure, t, q_, qd, qdd, params))
 
-    return make_solution(
-        out,
-        solver,
-        options,
-        ok,
-        jax.vmap(outputs)(ts, q, v, perm),
-        SINGULAR_PARTITION,
-        independent=perm[:, :k],
-    )
+    def physical_state(self, mechanism, structure, t, y, params):
+        q, v, perm_f = y
+        return q, _velocities(mechanism, structure, t, q, v, _as_perm(perm_f), params)[0]
+
+    def outputs(self, mechanism, structure, stabilization, t, y, params):
+        q, v, perm_f = y
+        q = stabilization.project_positions(mechanism, structure, t, q, params)
+        perm = _as_perm(jnp.where(jnp.isfinite(perm_f), perm_f, -1.0))
+        qd, _, qdd = compact_equations(mechanism, structure, stabilization, t, q, v, perm, params)
+        lam = multipliers_from_accelerations(mechanism, structure, t, q, qd, qdd, params)
+        return q, qd, qdd, lam
+
+    def singular_conditions(self, mechanism, structure):
+        """The current partition's κ below `switching.singular_tol`."""
+        switching = self.switching
+
+        def partition_singular(t, y, args, **kwargs):
+            params, valid = args
+            q, _, perm_f = y
+            current = _criteria(mechanism, structure, t, q, _as_perm(perm_f), params)[0]
+            return (current < switching.singular_tol) & valid
+
+        return (partition_singular,)
+
+    def statistics(self, ys, solver_state):
+        perm = _as_perm(jnp.where(jnp.isfinite(ys[2]), ys[2], -1.0))
+        return {**super().statistics(ys, solver_state), "independent": perm[..., : ys[1].shape[-1]]}

@@ -1,16 +1,34 @@
-"""`simulate`: integrate a mechanism with diffrax and return a `Solution`.
+"""`simulate`: the one integration core — every method, option and failure goes through it.
 
-The state is (q, q̇); the vector field is (q̇, q̈(t, q, q̇)) with q̈ from a formulation
-(`jaxmbs.formulations`), so the index-1 DAE of Pękal–Frączek 2016 (eq 2.5) is integrated as
-an ODE. Everything is pure JAX: `simulate` can be jit-ed, vmapped over q0, q̇0 and the
-parameters, and differentiated (diffrax's checkpointed adjoint by default).
+The equations of motion (Pękal–Frączek 2016, eq 2.5) become an ODE in a state space
+(`jaxmbs.integrate.state_space`): all of (q, q̇) with q̈ from a formulation, Blajer's
+partitioned (q, v_I), or the minimal (q_I, v_I) of closing conditions. diffrax integrates it;
+the core adds the stabilisation, the terminating events (rank of C, the state space's own
+singular conditions, the user's event), the classification of failures, and the outputs
+(q, q̇, q̈, λ, residuals, energy) at the output times. Everything is pure JAX: `simulate`
+can be jit-ed, vmapped over q0, q̇0 and the parameters, and differentiated.
 
-Failures never return silent garbage: a result code per trajectory (`RESULTS`), raised as an
-error when `throw=True` (the default, like diffrax) or returned for the caller to inspect.
+**How a failure is named.** After the solve:
+
+- an internal event (C lost rank, the formulation's pivot block or the independent
+  coordinates degenerated) → `singular_configuration` at the event's time;
+- diffrax's step-size floor: the default controller (or a given `PIDController` without a
+  floor) stops when a step would be shorter than `STEP_COLLAPSE` · (t1 − t0) (at least
+  100 ε |t|). A step size collapsing while C's independent rows are near rank loss
+  (relative pivot below `COLLAPSE_PIVOT` at the last state reached) is a lock or toggle
+  position → `singular_configuration`; otherwise (a NaN force, a discontinuity) →
+  `step_failed`. A locking mechanism thus stops at its lock within a few hundred steps,
+  not after `max_steps`;
+- `max_steps_reached`; any other solver failure → `step_failed`;
+- an initial state that is not finite or consistent → `inconsistent_initial_conditions`.
+
+Every output after `t_final` (and the one output at t1 when `saveat=None`) of a failed run
+is NaN, multiplied in so that gradients through it are NaN too.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import diffrax
@@ -20,17 +38,46 @@ import jax.numpy as jnp
 
 from .._internal.checks import is_concrete
 from .._internal.types import Array, ArrayLike, Params
-from ..formulations import AbstractFormulation, get_formulation
+from ..formulations import AbstractFormulation
+from ..formulations.closing import ClosingVariant
 from ..kinematics.constraints import position_residual, velocity_residual
 from ..kinematics.structure import Structure, resolve_structure
-from .dynamics import accelerations_and_multipliers, equation_terms
-from .events import singularity_event
-from .inputs import check_inputs, initial_checks, raise_if_invalid
-from .solution import RESULTS, Solution, result_code, rhs_evaluations
+from .closing import ClosingConditions
+from .events import rank_condition, relative_pivot
+from .inputs import check_inputs, check_options, initial_checks, merge_params, raise_if_invalid
+from .partitioned import PartitionedCoordinates
+from .solution import (
+    RESULTS,
+    Solution,
+    explicit_tableau,
+    raise_on_failure,
+    rhs_evaluations,
+)
 from .stabilization import AbstractStabilization, get_stabilization
+from .state_space import AbstractStateSpace, AllCoordinates
+from .switching import Switching
 
 if TYPE_CHECKING:
     from ..model import Mechanism
+
+#: The smallest step, relative to t1 − t0, before the solve stops as collapsed.
+STEP_COLLAPSE = 1e-10
+#: Relative pivot of C's independent rows below which a collapsed step size is taken as a
+#: singular configuration (a lock or toggle position) rather than a failed step.
+COLLAPSE_PIVOT = 1e-3
+
+
+def state_space_of(method: str | AbstractFormulation | AbstractStateSpace) -> AbstractStateSpace:
+    """The state space for `simulate(method=...)`: an `AbstractStateSpace` as it is;
+    `"partitioning"` → `PartitionedCoordinates()` (coordinate partitioning that switches
+    partitions along the motion); any other formulation (name or instance) →
+    `AllCoordinates(formulation)`. The fixed-partition formulation is
+    `jaxmbs.CoordinatePartitioning(...)` passed as an instance."""
+    if isinstance(method, AbstractStateSpace):
+        return method
+    if method == "partitioning":
+        return PartitionedCoordinates()
+    return AllCoordinates(method)
 
 
 def simulate(
@@ -39,7 +86,7 @@ def simulate(
     qd0: ArrayLike,
     t_span: tuple[ArrayLike, ArrayLike],
     *,
-    method: str | AbstractFormulation = "qr",
+    method: str | AbstractFormulation | AbstractStateSpace = "qr",
     stabilization: str | AbstractStabilization = "projection",
     rtol: float | Array = 1e-8,
     atol: float | Array = 1e-8,
@@ -54,6 +101,7 @@ def simulate(
     check_rank: bool = True,
     rank_rtol: float = 1e-8,
     progress_meter: diffrax.AbstractProgressMeter | None = None,
+    event: diffrax.Event | None = None,
     throw: bool = True,
 ) -> Solution:
     """Simulate a constrained mechanism from a consistent initial state.
@@ -62,8 +110,11 @@ def simulate(
 
     - `mechanism`: a [`jaxmbs.Mechanism`][] (with a known structure: `reference_q`).
     - `q0`, `qd0`: consistent initial coordinates and velocities (see `jaxmbs.assemble`).
-    - `t_span`: `(t0, t1)`.
-    - `method`: formulation name (`jaxmbs.METHODS`) or instance.
+    - `t_span`: `(t0, t1)`, finite, t1 > t0.
+    - `method`: a formulation (name in `jaxmbs.METHODS` or instance) integrated in all
+      coordinates; `"partitioning"`: coordinate partitioning with switching
+      (`jaxmbs.PartitionedCoordinates`); or a state space instance
+      (`jaxmbs.PartitionedCoordinates(...)`, `jaxmbs.ClosingConditions(...)`).
     - `stabilization`: `"none"`, `"baumgarte"`, `"projection"` or an instance
       (e.g. `jaxmbs.Baumgarte(alpha=5, beta=5)`).
     - `rtol`, `atol`: tolerances of the PID step-size controller (traced: other values
@@ -72,119 +123,130 @@ def simulate(
     - `solver`: a diffrax solver (default `diffrax.Tsit5()`).
     - `stepsize_controller`: a diffrax step-size controller (default
       `diffrax.PIDController(rtol=rtol, atol=atol)`; when given, `rtol` and `atol` are unused).
-    - `params`: parameters replacing `mechanism.params` (convenient for `jax.grad`).
+    - `params`: parameters replacing the mechanism's (convenient for `jax.grad`); a partial
+      mapping replaces only its keys.
     - `dt0`: initial step (None: chosen automatically).
     - `max_steps`: step limit.
     - `adjoint`: diffrax adjoint for reverse-mode gradients (default checkpointed).
     - `consistency_tol`: the largest |Φ(q0)| and |c(q0, q̇0)| accepted.
-    - `check_rank`: stop with `RESULTS.singular_configuration` if the rank of C changes, or
-      if the formulation's fixed pivot block (coordinate partitioning: Φ_u) degenerates.
-    - `rank_rtol`: relative pivot size below which the rank is taken to change.
+    - `check_rank`: stop with `RESULTS.singular_configuration` if the rank of C changes.
+    - `rank_rtol`: relative pivot size below which the rank is taken to change, in (0, 1).
     - `progress_meter`: e.g. `diffrax.TqdmProgressMeter()` for long runs.
-    - `throw`: raise on failure (default) instead of returning a result code; use
+    - `event`: a `diffrax.Event` whose condition functions take `(t, (q, q̇), params)`; the
+      run stops at the first crossing (located by the event's root finder, if any) and
+      `Solution.event` / `Solution.t_final` say which condition fired and when.
+    - `throw`: raise on failure (default: `jaxmbs.SimulationError` naming the cause and its
+      time; under `jit`, equinox's runtime error) instead of returning a result code; use
       `throw=False` in batches so one failed sample does not lose the others.
 
     **Returns:** a [`jaxmbs.Solution`][].
     """
+    check_options(
+        t_span=t_span, saveat=saveat, rtol=rtol, atol=atol, dt0=dt0, max_steps=max_steps,
+        rank_rtol=rank_rtol, consistency_tol=consistency_tol,
+    )  # fmt: skip
+    if event is not None and not isinstance(event, diffrax.Event):
+        raise ValueError(f"event must be a diffrax.Event, got {event!r}")
     q0, qd0, t0, t1, saveat = check_inputs(mechanism, q0, qd0, t_span, saveat)
-    params = mechanism.params if params is None else params
-    # Parameters become arrays of the state's dtype: traced, never baked into the compile.
-    params = jax.tree_util.tree_map(
-        lambda x: x if isinstance(x, jax.Array) else jnp.asarray(x, q0.dtype), params
-    )
+    params = merge_params(mechanism.params, params, q0.dtype)
     mechanism = mechanism.replace_params(params)
     structure = resolve_structure(mechanism, q0, t0)
+    space = state_space_of(method).prepare(mechanism, structure)
     options = _Options(
-        formulation=get_formulation(method),
         stabilization=get_stabilization(stabilization),
         solver=diffrax.Tsit5() if solver is None else solver,
-        controller=(
-            # Arrays, not Python floats: a study over tolerances reuses one compilation.
-            diffrax.PIDController(
-                rtol=jnp.asarray(rtol, q0.dtype), atol=jnp.asarray(atol, q0.dtype)
-            )
-            if stepsize_controller is None
-            else stepsize_controller
-        ),
+        controller=_controller(stepsize_controller, rtol, atol, t0, t1, space),
         adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
         progress_meter=diffrax.NoProgressMeter() if progress_meter is None else progress_meter,
+        event=event,
         dt0=dt0,
         max_steps=max_steps,
         consistency_tol=consistency_tol,
         rank_rtol=rank_rtol if check_rank else None,
-        throw=throw,
     )
     if throw and is_concrete(q0, qd0, t0, params):
         check = eqx.filter_jit(initial_checks)(mechanism, t0, q0, qd0, params, consistency_tol)
         raise_if_invalid(check, consistency_tol)
-    return _solve(mechanism, structure, q0, qd0, t0, t1, saveat, options)
+    solution = _solve(mechanism, structure, space, q0, qd0, t0, t1, saveat, options)
+    return raise_on_failure(solution) if throw else solution
+
+
+def simulate_partitioned(
+    mechanism: Mechanism,
+    q0: ArrayLike,
+    qd0: ArrayLike,
+    t_span: tuple[ArrayLike, ArrayLike],
+    *,
+    independent: Sequence[int | str] | None = None,
+    switching: bool | Switching = True,
+    **options,
+) -> Solution:
+    """Shorthand for `simulate(..., method=PartitionedCoordinates(independent, switching))`:
+    coordinate partitioning in the compact form with switching (Blajer et al. 1994);
+    `options` are `simulate`'s."""
+    method = PartitionedCoordinates(independent, switching)
+    return simulate(mechanism, q0, qd0, t_span, method=method, **options)
+
+
+def simulate_closing(
+    mechanism: Mechanism,
+    variants: ClosingVariant | Sequence[ClosingVariant],
+    q0: ArrayLike,
+    qd0: ArrayLike,
+    t_span: tuple[ArrayLike, ArrayLike],
+    *,
+    variant: int | None = None,
+    switching: bool | Switching = True,
+    **options,
+) -> Solution:
+    """Shorthand for `simulate(..., method=ClosingConditions(variants, variant, switching))`:
+    the minimal equations of closing conditions with switching between variants (Blajer,
+    Schiehlen, Schirm 1993); `options` are `simulate`'s."""
+    method = ClosingConditions(variants, variant, switching)
+    return simulate(mechanism, q0, qd0, t_span, method=method, **options)
 
 
 class _Options(eqx.Module):
-    """Everything `simulate` needs besides the data; static for the compiled solve."""
+    """Everything `simulate` needs besides the data; static where it shapes the compile."""
 
-    formulation: AbstractFormulation
     stabilization: AbstractStabilization
     solver: diffrax.AbstractSolver
     controller: diffrax.AbstractStepSizeController
     adjoint: diffrax.AbstractAdjoint
     progress_meter: diffrax.AbstractProgressMeter
+    event: diffrax.Event | None
     dt0: float | None = eqx.field(static=True)
     max_steps: int = eqx.field(static=True)
     consistency_tol: float = eqx.field(static=True)
     rank_rtol: float | None = eqx.field(static=True)
-    throw: bool = eqx.field(static=True)
 
 
-def _split(y: Array, n: int) -> tuple[Array, Array]:
-    """(q, q̇) from the flat state y = [q; q̇] (also along a leading time axis)."""
-    return y[..., :n], y[..., n:]
-
-
-class _VectorField(eqx.Module):
-    """y = [q; q̇] ↦ [q̇; q̈] for diffrax; a Module so that equal mechanisms reuse compilations.
-
-    The state is one flat array rather than the pytree (q, q̇): diffrax then runs each
-    Runge–Kutta stage, error norm and step update as single fused operations instead of one
-    per leaf, which halves the per-step overhead of a small mechanism.
-
-    The call is jitted (as are the projector's and the other integrators' fields): diffrax
-    traces a step several times, and a jitted function is traced once per input types.
-    """
-
-    mechanism: Mechanism
-    structure: Structure = eqx.field(static=True)
-    formulation: AbstractFormulation
-    stabilization: AbstractStabilization
-
-    @eqx.filter_jit
-    def __call__(self, t, y, args):
-        params, valid = args
-        q, qd = _split(y, self.structure.n)
-        M, Q, C, gamma = equation_terms(
-            self.mechanism, self.formulation, self.stabilization, t, q, qd, params
+def _controller(controller, rtol, atol, t0, t1, space: AbstractStateSpace):
+    """The step-size controller: the default PID controller (tolerances as arrays, so that a
+    study over tolerances reuses one compilation) or the given one, with the state space's
+    error norm and the step-size floor of the module notes where it is a `PIDController`
+    without one of its own."""
+    dtype = t0.dtype
+    floor = jnp.maximum(
+        STEP_COLLAPSE * (t1 - t0),
+        100 * jnp.finfo(dtype).eps * jnp.maximum(jnp.abs(t0), jnp.abs(t1)),
+    )
+    if controller is None:
+        return diffrax.PIDController(
+            rtol=jnp.asarray(rtol, dtype), atol=jnp.asarray(atol, dtype), norm=space.error_norm,
+            dtmin=floor, force_dtmin=False,
+        )  # fmt: skip
+    if isinstance(controller, diffrax.PIDController) and controller.dtmin is None:
+        return eqx.tree_at(
+            lambda c: (c.dtmin, c.force_dtmin, c.norm),
+            controller,
+            (floor, False, space.error_norm),
+            is_leaf=lambda x: x is None,
         )
-        qdd = self.formulation.accelerations(M, Q, C, gamma, self.structure)
-        # An invalid sample is frozen (zero field), so it finishes at once inside a batch.
-        return jnp.where(valid, jnp.concatenate([qd, qdd]), 0.0)
+    return controller
 
 
-class _Projector(eqx.Module):
-    """y = [q; q̇] ↦ the stabilisation's projection of (q, q̇) (`AbstractStabilization.project`)."""
-
-    mechanism: Mechanism
-    structure: Structure = eqx.field(static=True)
-    stabilization: AbstractStabilization
-
-    @eqx.filter_jit
-    def __call__(self, t, y, args):
-        params, valid = args
-        q, qd = _split(y, self.structure.n)
-        q, qd = self.stabilization.project(self.mechanism, self.structure, t, q, qd, params)
-        return jnp.where(valid, jnp.concatenate([q, qd]), y)
-
-
-def _map_saved(fn, ts, q, qd):
+def _map_saved(fn, *xs):
     """fn over the saved states, one after the other (`lax.map`, not `vmap`).
 
     A vmap would batch the LAPACK calls (QR, Cholesky) of the outputs and of the projection;
@@ -192,78 +254,132 @@ def _map_saved(fn, ts, q, qd):
     block waiting for them, which deadlocks when two batched calls run concurrently on a
     2-thread pool (seen with the 30-coordinate McPherson struts, projection + saveat).
     """
-    return jax.lax.map(lambda args: fn(*args), (ts, q, qd))
+    return jax.lax.map(lambda args: fn(*args), xs)
+
+
+def _forward_mode_stages(solver, adjoint):
+    """diffrax makes the stage loop forward-differentiable ("lax") itself, but only for a
+    bare Runge–Kutta solver, not inside a wrapper: do it before wrapping."""
+    if (
+        isinstance(adjoint, diffrax.ForwardMode)
+        and isinstance(solver, diffrax.AbstractRungeKutta)
+        and solver.scan_kind is None
+    ):
+        return eqx.tree_at(lambda s: s.scan_kind, solver, "lax", is_leaf=lambda x: x is None)
+    return solver
+
+
+def _user_conditions(space, mechanism, structure, event: diffrax.Event | None):
+    """The user's event conditions on (t, (q, q̇), params), as conditions on the state y."""
+    if event is None:
+        return [], []
+
+    def on_state(fn):
+        def condition(t, y, args, **kwargs):
+            params, _ = args
+            return fn(t, space.physical_state(mechanism, structure, t, y, params), params, **kwargs)
+
+        return condition
+
+    leaves, treedef = jax.tree_util.tree_flatten(event.cond_fn, is_leaf=callable)
+    directions = treedef.flatten_up_to(event.direction)
+    return [on_state(fn) for fn in leaves], directions
 
 
 @eqx.filter_jit
-def _solve(mechanism, structure, q0, qd0, t0, t1, saveat, options: _Options) -> Solution:
+def _solve(
+    mechanism, structure: Structure, space: AbstractStateSpace, q0, qd0, t0, t1, saveat,
+    options: _Options,
+) -> Solution:  # fmt: skip
     params = mechanism.params
     stabilization = options.stabilization
     ok = initial_checks(mechanism, t0, q0, qd0, params, options.consistency_tol)["ok"]
     # An invalid initial state (NaN, inconsistent) is replaced by zeros and frozen, so that
     # it costs a batch nothing; its outputs are NaN and its result code says why.
-    y0 = jnp.where(ok, jnp.concatenate([q0, qd0]), 0.0)
-    vector_field = _VectorField(mechanism, structure, options.formulation, stabilization)
-    project = _Projector(mechanism, structure, stabilization)
-    solver = options.solver
-    if (
-        isinstance(options.adjoint, diffrax.ForwardMode)
-        and isinstance(solver, diffrax.AbstractRungeKutta)
-        and solver.scan_kind is None
-    ):
-        # diffrax makes the stage loop forward-differentiable ("lax") itself, but only for a
-        # bare Runge–Kutta solver, not inside the projection wrapper: do it before wrapping.
-        solver = eqx.tree_at(lambda s: s.scan_kind, solver, "lax", is_leaf=lambda x: x is None)
-    solver = stabilization.wrap_solver(solver, project)
-    # An unconstrained mechanism (e.g. an open chain in joint coordinates) has no rank to lose.
-    check_rank = options.rank_rtol is not None and structure.rank > 0
+    y0, representable = space.initial_state(
+        mechanism, structure, t0, jnp.where(ok, q0, 0.0), jnp.where(ok, qd0, 0.0), params,
+        options.consistency_tol,
+    )  # fmt: skip
+    ok = ok & representable
+    args = (params, ok)
+    solver = _forward_mode_stages(options.solver, options.adjoint)
+    solver = space.wrap_solver(solver, mechanism, structure, stabilization)
+
+    internal = list(space.singular_conditions(mechanism, structure))
+    if options.rank_rtol is not None and structure.rank > 0:
+
+        def positions(t, y, params):
+            return space.physical_state(mechanism, structure, t, y, params)[0]
+
+        internal.insert(0, rank_condition(mechanism, structure, options.rank_rtol, positions))
+    user, user_directions = _user_conditions(space, mechanism, structure, options.event)
+    conditions = internal + user
+    event = None
+    if conditions:
+        event = diffrax.Event(
+            tuple(conditions),
+            root_finder=None if options.event is None else options.event.root_finder,
+            direction=tuple([None] * len(internal) + list(user_directions)),
+        )
+    # The final state (where the run stopped) is saved apart from the output times.
+    subs = [diffrax.SubSaveAt(t1=True)]
+    if saveat is not None:
+        subs.append(diffrax.SubSaveAt(ts=saveat))
+    save = diffrax.SaveAt(subs=subs, solver_state=True)
     out = diffrax.diffeqsolve(
-        diffrax.ODETerm(vector_field),
+        diffrax.ODETerm(space.vector_field(mechanism, structure, stabilization)),
         solver,
         t0,
         t1,
         options.dt0,
         y0,
-        args=(params, ok),
-        saveat=diffrax.SaveAt(t1=True) if saveat is None else diffrax.SaveAt(ts=saveat),
+        args=args,
+        saveat=save,
         stepsize_controller=options.controller,
         max_steps=options.max_steps,
         adjoint=options.adjoint,
-        event=(
-            singularity_event(mechanism, structure, options.rank_rtol, options.formulation)
-            if check_rank
-            else None
-        ),
+        event=event,
         progress_meter=options.progress_meter,
         throw=False,
     )
-    ts, (q, qd) = out.ts, _split(out.ys, structure.n)
-    # Dense output between steps is interpolated: the stabilisation projects it too.
-    q, qd = _map_saved(
-        lambda t, q_, qd_: _split(project(t, jnp.concatenate([q_, qd_]), (params, ok)), q_.size),
-        ts,
-        q,
-        qd,
-    )
-    q, qd = jnp.where(ok, q, jnp.nan), jnp.where(ok, qd, jnp.nan)
+    t_final, final = out.ts[0][0], jax.tree_util.tree_map(lambda x: x[0], out.ys[0])
+    ts, ys = out.ts[-1], out.ys[-1]
 
-    def outputs(t, q_, qd_):
-        qdd, lam = accelerations_and_multipliers(
-            mechanism,
-            t,
-            q_,
-            qd_,
-            params,
-            method=options.formulation,
-            stabilization=stabilization,
-            structure=structure,
-        )
-        phi = position_residual(mechanism, t, q_, params)
-        c = velocity_residual(mechanism, t, q_, qd_, params)
-        energy = (
-            mechanism.energy(q_, qd_, params) if mechanism.potential_energy is not None else None
-        )
+    fired = jax.tree_util.tree_leaves(out.event_mask) if event is not None else []
+    singular_event = jnp.any(jnp.asarray(fired[: len(internal)] + [False]))
+    user_fired = jnp.asarray(fired[len(internal) :] + [False])
+    event_index = jnp.where(jnp.any(user_fired), jnp.argmax(user_fired), -1)
+
+    # The classification is not differentiated (a discrete decision).
+    t_f, final_, params_ = jax.lax.stop_gradient((t_final, final, params))
+    q_final = space.physical_state(mechanism, structure, t_f, final_, params_)[0]
+    near_singular = relative_pivot(mechanism, structure, t_f, q_final, params_) < COLLAPSE_PIVOT
+    result = RESULTS.where(
+        out.result == diffrax.RESULTS.max_steps_reached,
+        RESULTS.max_steps_reached,
+        RESULTS.step_failed,
+    )
+    result = RESULTS.where(
+        (out.result == diffrax.RESULTS.dt_min_reached) & near_singular,
+        RESULTS.singular_configuration,
+        result,
+    )
+    result = RESULTS.where(
+        out.result == diffrax.RESULTS.event_occurred,
+        RESULTS.where(singular_event, RESULTS.singular_configuration, RESULTS.successful),
+        result,
+    )
+    result = RESULTS.where(out.result == diffrax.RESULTS.successful, RESULTS.successful, result)
+    result = RESULTS.where(ok, result, RESULTS.inconsistent_initial_conditions)
+
+    def outputs(t, y):
+        q, qd, qdd, lam = space.outputs(mechanism, structure, stabilization, t, y, params)
+        phi = position_residual(mechanism, t, q, params)
+        c = velocity_residual(mechanism, t, q, qd, params)
+        energy = mechanism.energy(q, qd, params) if mechanism.potential_energy is not None else None
         return (
+            q,
+            qd,
             qdd,
             lam,
             jnp.max(jnp.abs(phi), initial=0.0),
@@ -271,26 +387,41 @@ def _solve(mechanism, structure, q0, qd0, t0, t1, saveat, options: _Options) -> 
             energy,
         )
 
-    qdd, lam, res_phi, res_c, energy = _map_saved(outputs, ts, q, qd)
-    code = result_code(out.result, ok)
-    if options.throw:
-        code = eqx.branched_error_if(code, code != RESULTS.successful, code, RESULTS.messages)
+    q, qd, qdd, lam, res_phi, res_c, energy = _map_saved(outputs, ts, ys)
+    failed = result != RESULTS.successful
+    past = ~ok | ~(ts <= t_final) | (failed if saveat is None else jnp.zeros((), bool))
+
+    def nan_past(x):
+        # Multiplied, not selected: a gradient through a NaN output is NaN, never a finite
+        # number computed from a truncated trajectory.
+        # (A factor of NaN or 1: `where(mask, x * nan, x)` would make every gradient NaN.)
+        mask = past.reshape(past.shape + (1,) * (x.ndim - 1))
+        return x * jnp.where(mask, jnp.nan, 1.0).astype(x.dtype)
+
     num_steps = out.stats["num_steps"]
+    rhs = rhs_evaluations(solver, num_steps, options.dt0 is None)
+    tableau = explicit_tableau(solver)
+    if tableau is not None and tableau.fsal:
+        rhs = rhs + space.restarted_stages(out.solver_state)
     stats = {
         "num_steps": num_steps,
         "num_accepted_steps": out.stats["num_accepted_steps"],
         "num_rejected_steps": out.stats["num_rejected_steps"],
-        "rhs_evaluations": rhs_evaluations(solver, num_steps, options.dt0 is None),
+        "rhs_evaluations": rhs,
+        **space.statistics(ys, out.solver_state),
     }
     return Solution(
         ts=ts,
-        q=q,
-        qd=qd,
-        qdd=qdd,
-        multipliers=lam,
-        position_residual=res_phi,
-        velocity_residual=res_c,
-        energy=energy,
+        q=nan_past(q),
+        qd=nan_past(qd),
+        qdd=nan_past(qdd),
+        multipliers=nan_past(lam),
+        position_residual=nan_past(res_phi),
+        velocity_residual=nan_past(res_c),
+        energy=None if energy is None else nan_past(energy),
         stats=stats,
-        result=code,
+        result=result,
+        t_final=t_final,
+        event=event_index,
+        method=space.name,
     )

@@ -1,39 +1,62 @@
-"""The result of a simulation: `Solution` and the result codes `RESULTS`."""
+"""The result of a simulation: `Solution`, its result codes `RESULTS`, `SimulationError`."""
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 import diffrax
 import equinox as eqx
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .._internal.types import Array
 
 
-class RESULTS:
-    """Result codes of a simulation (`Solution.result`), with their messages."""
+class RESULTS(eqx.Enumeration):
+    """Why a simulation ended (`Solution.result`); each item's message names the cause.
 
-    successful: ClassVar[int] = 0
-    max_steps_reached: ClassVar[int] = 1
-    singular_configuration: ClassVar[int] = 2
-    step_failed: ClassVar[int] = 3
-    inconsistent_initial_conditions: ClassVar[int] = 4
-    messages: ClassVar[tuple[str, ...]] = (
-        "",
-        "jaxmbs.simulate: the maximum number of solver steps was reached; raise max_steps",
-        "jaxmbs.simulate: singular configuration: the constraint Jacobian changed rank, or the "
-        "formulation's fixed pivot block (coordinate partitioning: Φ_u) degenerated, during "
-        "integration; the solution stops there",
-        "jaxmbs.simulate: the solver failed (non-finite state or step size too small)",
-        "jaxmbs.simulate: inconsistent initial conditions: |Φ(q0)| or |c(q0, q̇0)| exceeds "
-        "consistency_tol (use jaxmbs.assemble), or q0, q̇0, a parameter or M(q0) is not finite",
+    Compare with `==` (`sol.result == jaxmbs.RESULTS.successful`, elementwise in a batch);
+    `jaxmbs.RESULTS[item]` is the message.
+    """
+
+    successful = ""
+    max_steps_reached = "the maximum number of solver steps was reached before t1; raise max_steps"
+    singular_configuration = (
+        "singular configuration: the constraint Jacobian lost rank (a lock, a toggle or a "
+        "branch point), or the integrated coordinates degenerated (coordinate partitioning: "
+        "C_D singular; closing conditions: the active variant's singularity); the motion "
+        "cannot be continued there"
+    )
+    step_failed = (
+        "a step failed: non-finite forces or state (NaN or inf from the model functions), or "
+        "the step size collapsed away from any singular configuration"
+    )
+    inconsistent_initial_conditions = (
+        "inconsistent initial conditions: |Φ(q0)| or |c(q0, q̇0)| exceeds consistency_tol "
+        "(use jaxmbs.assemble), or q0, q̇0, a parameter or M(q0) is not finite, or M(q0) is "
+        "not positive definite"
     )
 
-    @classmethod
-    def message(cls, code: int) -> str:
-        """Human-readable message for a result code (empty for success)."""
-        return cls.messages[int(code)]
+
+#: The result names in the order of their indices (`result_index`, `jaxmbs.monte_carlo`).
+RESULT_NAMES: tuple[str, ...] = (
+    "successful",
+    "max_steps_reached",
+    "singular_configuration",
+    "step_failed",
+    "inconsistent_initial_conditions",
+)
+
+
+def result_index(result: RESULTS) -> Array:
+    """The index of a result (per sample when batched) in `RESULT_NAMES`, an integer array."""
+    conditions = [result == getattr(RESULTS, name) for name in RESULT_NAMES]
+    return jnp.select(conditions, list(range(len(RESULT_NAMES))), -1).astype(jnp.int32)
+
+
+class SimulationError(RuntimeError):
+    """A simulation failed (`throw=True` outside `jax.jit`): the first line of the message is
+    the cause and the time it happened. Under `jax.jit` the same cause is raised as equinox's
+    runtime error; with `throw=False` it is `Solution.result`."""
 
 
 class Solution(eqx.Module):
@@ -48,9 +71,15 @@ class Solution(eqx.Module):
     - `position_residual`: max |Φ(q, t)| at each output time, shape (T,).
     - `velocity_residual`: max |c(t, q, q̇)| (holonomic Φ̇ and Pfaffian ψ), shape (T,).
     - `energy`: ½q̇ᵀMq̇ + V where the mechanism has a potential energy, else None.
-    - `stats`: `num_steps`, `num_accepted_steps`, `num_rejected_steps`, `rhs_evaluations`.
-    - `result`: a code of `jaxmbs.RESULTS` (0: successful). After a failure the outputs past
-      the failure time are not finite.
+    - `stats`: `num_steps`, `num_accepted_steps`, `num_rejected_steps`, `rhs_evaluations`,
+      and what the method adds (`num_switches`, …).
+    - `result`: a `jaxmbs.RESULTS` item. After a failure every output past `t_final` is NaN
+      (and so is a gradient through it); with `saveat=None` the one output at t1 is NaN.
+    - `t_final`: the time the integration stopped: t1, the time of an event, or the last
+      time reached before a failure.
+    - `event`: which condition of the user's `event` stopped the run (its index among the
+      event's `cond_fn` leaves), −1 if none did.
+    - `method`: the name of the method that ran.
     """
 
     ts: Array
@@ -62,12 +91,29 @@ class Solution(eqx.Module):
     velocity_residual: Array
     energy: Array | None
     stats: dict[str, Array]
-    result: Array
+    result: RESULTS
+    t_final: Array
+    event: Array
+    method: str = eqx.field(static=True, default="")
 
     @property
     def successful(self) -> Array:
         """Whether the simulation succeeded (per sample when batched)."""
         return self.result == RESULTS.successful
+
+
+def raise_on_failure(solution: Solution) -> Solution:
+    """Raise when `solution` failed: a `SimulationError` naming the cause and its time when
+    the result is concrete; else (under `jit`) equinox's runtime error with the cause."""
+    result = solution.result
+    failed = result != RESULTS.successful
+    if isinstance(failed, jax.core.Tracer):
+        return result.error_if(solution, failed)
+    if bool(np.any(failed)):
+        raise SimulationError(
+            f"jaxmbs.simulate: {RESULTS[result]} (t = {float(solution.t_final):.10g})"
+        )
+    return solution
 
 
 def rhs_evaluations(solver: diffrax.AbstractSolver, num_steps: Array, auto_dt0: bool) -> Array:
@@ -77,29 +123,19 @@ def rhs_evaluations(solver: diffrax.AbstractSolver, num_steps: Array, auto_dt0: 
     stage at start and the two evaluations of the initial step-size selection. −1 where
     the solver has no explicit tableau.
     """
-    while isinstance(solver, diffrax.AbstractWrappedSolver):
-        solver = solver.solver
-    tableau = getattr(solver, "tableau", None)
-    if not isinstance(tableau, diffrax.ButcherTableau) or tableau.implicit:
+    tableau = explicit_tableau(solver)
+    if tableau is None:
         return jnp.asarray(-1)
     stages = len(tableau.c) + 1
     per_step = stages - 1 if tableau.fsal else stages
     return per_step * num_steps + (1 if tableau.fsal else 0) + (2 if auto_dt0 else 0)
 
 
-def result_code(diffrax_result, ok: Array) -> Array:
-    """The jaxmbs result code from diffrax's result and the initial-state check `ok`."""
-    code = jnp.where(
-        diffrax_result == diffrax.RESULTS.successful,
-        RESULTS.successful,
-        jnp.where(
-            diffrax_result == diffrax.RESULTS.max_steps_reached,
-            RESULTS.max_steps_reached,
-            jnp.where(
-                diffrax_result == diffrax.RESULTS.event_occurred,
-                RESULTS.singular_configuration,
-                RESULTS.step_failed,
-            ),
-        ),
-    )
-    return jnp.where(ok, code, RESULTS.inconsistent_initial_conditions)
+def explicit_tableau(solver: diffrax.AbstractSolver) -> diffrax.ButcherTableau | None:
+    """The Butcher tableau of an explicit Runge–Kutta solver inside any wrappers, else None."""
+    while isinstance(solver, diffrax.AbstractWrappedSolver):
+        solver = solver.solver
+    tableau = getattr(solver, "tableau", None)
+    if not isinstance(tableau, diffrax.ButcherTableau) or tableau.implicit:
+        return None
+    return tableau

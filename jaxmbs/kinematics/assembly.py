@@ -74,6 +74,8 @@ def assemble(
     qd = jnp.zeros_like(q) if qd_guess is None else jnp.asarray(qd_guess, q.dtype)
     if qd.shape != (n,):
         raise ValueError(f"qd_guess must have shape ({n},), got {qd.shape}")
+    if not bool(jnp.all(jnp.isfinite(qd))):
+        raise ValueError("qd_guess is not finite")
     idx = tuple(int(i) for i in coordinate_indices(mechanism, fixed))
     t0 = jnp.asarray(t0, q.dtype)
     params = jax.tree_util.tree_map(lambda x: jnp.asarray(x, q.dtype), params)  # traced

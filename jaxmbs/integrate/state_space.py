@@ -1,0 +1,250 @@
+"""How the motion becomes an ODE for diffrax: the state space strategies of `simulate`.
+
+The equations of motion M q̈ + Cᵀλ = Q, C q̈ = Γ (Pękal–Frączek 2016, eq 2.5) are integrated
+in one of three state spaces, each an `AbstractStateSpace`:
+
+- `AllCoordinates(formulation)`: y = [q; q̇], q̈ from any formulation (`method="qr"`, …);
+- `PartitionedCoordinates`: y = (q, v_I, partition), Blajer's compact partitioned equations
+  with switching of the independent coordinates (`method="partitioning"`,
+  `jaxmbs.integrate.partitioned`);
+- `ClosingConditions`: y = (q_I, v_I, variant, branches), the minimal equations of explicit
+  closing conditions with switching between variants (`jaxmbs.integrate.closing`).
+
+The one integration core (`jaxmbs.simulate`) asks the state space for the initial state, the
+vector field, the solver wrapper (projection, switching), the conditions under which its
+coordinates are singular, and the physical state (q, q̇, q̈, λ) at the output times; it never
+asks which state space it holds.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optimistix as optx
+
+from .._internal.types import Array, Coordinates, Params, PyTree, Velocities
+from ..formulations import AbstractFormulation, get_formulation
+from ..kinematics.constraints import constraint_jacobian
+from ..kinematics.structure import Structure
+from .dynamics import accelerations_and_multipliers, equation_terms
+from .stabilization import AbstractStabilization
+
+if TYPE_CHECKING:
+    from ..model import Mechanism
+
+
+class AbstractStateSpace(eqx.Module):
+    """A way of integrating the motion: the ODE state, its field and what happens between
+    steps. Subclasses implement the abstract methods; the integration core calls them all."""
+
+    @property
+    @abc.abstractmethod
+    def name(self) -> str:
+        """The method's name (reported in `Solution.method`)."""
+
+    def prepare(self, mechanism: Mechanism, structure: Structure) -> AbstractStateSpace:
+        """Checks against the mechanism, outside jit (raising `ValueError`), and the strategy
+        with whatever it resolves statically (default: itself)."""
+        return self
+
+    @abc.abstractmethod
+    def initial_state(
+        self,
+        mechanism: Mechanism,
+        structure: Structure,
+        t0: Array,
+        q0: Coordinates,
+        qd0: Velocities,
+        params: Params,
+        consistency_tol: float,
+    ) -> tuple[PyTree, Array]:
+        """`(y0, representable)`: the ODE state for (q0, q̇0) and whether it represents them
+        (to `consistency_tol`)."""
+
+    @abc.abstractmethod
+    def vector_field(
+        self, mechanism: Mechanism, structure: Structure, stabilization: AbstractStabilization
+    ) -> Callable[[Array, PyTree, tuple], PyTree]:
+        """`(t, y, (params, valid)) -> dy/dt`; zero where `valid` is False."""
+
+    @abc.abstractmethod
+    def wrap_solver(
+        self,
+        solver: diffrax.AbstractSolver,
+        mechanism: Mechanism,
+        structure: Structure,
+        stabilization: AbstractStabilization,
+    ) -> diffrax.AbstractSolver:
+        """The diffrax solver with what this state space does after each step (the
+        stabilisation's projection, switching of coordinates)."""
+
+    @abc.abstractmethod
+    def physical_state(
+        self, mechanism: Mechanism, structure: Structure, t: Array, y: PyTree, params: Params
+    ) -> tuple[Coordinates, Velocities]:
+        """(q, q̇) represented by the state y."""
+
+    @abc.abstractmethod
+    def outputs(
+        self,
+        mechanism: Mechanism,
+        structure: Structure,
+        stabilization: AbstractStabilization,
+        t: Array,
+        y: PyTree,
+        params: Params,
+    ) -> tuple[Coordinates, Velocities, Array, Array]:
+        """(q, q̇, q̈, λ) at an output time, with λ the minimum-norm multipliers of all rows."""
+
+    def singular_conditions(
+        self, mechanism: Mechanism, structure: Structure
+    ) -> tuple[Callable[..., Array], ...]:
+        """Event conditions `(t, y, (params, valid), **kwargs)` under which the integrated
+        coordinates are singular, besides the rank of C (default: none)."""
+        return ()
+
+    def error_norm(self, y: PyTree) -> Array:
+        """The norm of a step's error estimate for step-size control (default: RMS over y)."""
+        return optx.rms_norm(y)
+
+    def statistics(self, ys: PyTree, solver_state: PyTree) -> dict[str, Array]:
+        """Statistics of the run besides the step counts, from the states at the output
+        times and the final solver state (default: none)."""
+        return {}
+
+    def restarted_stages(self, solver_state: PyTree) -> Array:
+        """How many first-same-as-last stages were evaluated again (after a switch of
+        coordinates: the stored stage belongs to the old ones); default none."""
+        return jnp.zeros((), jnp.int32)
+
+
+class AbstractStateFunction(eqx.Module):
+    """A function `(t, y, (params, valid))` of the integrated state that holds the mechanism
+    and its static structure: vector fields, projections, switches. A Module, so that equal
+    mechanisms reuse compilations; jitted, because diffrax traces a step several times and a
+    jitted function is traced once per input types. Subclasses implement `evaluate`."""
+
+    mechanism: Mechanism
+    structure: Structure = eqx.field(static=True)
+
+    @eqx.filter_jit
+    def __call__(self, t, y, args):
+        params, valid = args
+        return self.evaluate(t, y, params, valid)
+
+    @abc.abstractmethod
+    def evaluate(self, t: Array, y: PyTree, params: Params, valid: Array) -> PyTree:
+        """The function's value; where `valid` is False, what freezes the sample."""
+
+
+def split_state(y: Array, n: int) -> tuple[Array, Array]:
+    """(q, q̇) from the flat state y = [q; q̇] (also along a leading time axis)."""
+    return y[..., :n], y[..., n:]
+
+
+class _VectorField(AbstractStateFunction):
+    """y = [q; q̇] ↦ [q̇; q̈] for diffrax.
+
+    The state is one flat array rather than the pytree (q, q̇): diffrax then runs each
+    Runge–Kutta stage, error norm and step update as single fused operations instead of one
+    per leaf, which halves the per-step overhead of a small mechanism.
+    """
+
+    formulation: AbstractFormulation
+    stabilization: AbstractStabilization
+
+    def evaluate(self, t, y, params, valid):
+        q, qd = split_state(y, self.structure.n)
+        M, Q, C, gamma = equation_terms(
+            self.mechanism, self.formulation, self.stabilization, t, q, qd, params
+        )
+        qdd = self.formulation.accelerations(M, Q, C, gamma, self.structure)
+        # An invalid sample is frozen (zero field), so it finishes at once inside a batch.
+        return jnp.where(valid, jnp.concatenate([qd, qdd]), 0.0)
+
+
+class _Projector(AbstractStateFunction):
+    """y = [q; q̇] ↦ the stabilisation's projection of (q, q̇) (`AbstractStabilization.project`)."""
+
+    stabilization: AbstractStabilization
+
+    def evaluate(self, t, y, params, valid):
+        q, qd = split_state(y, self.structure.n)
+        q, qd = self.stabilization.project(self.mechanism, self.structure, t, q, qd, params)
+        return jnp.where(valid, jnp.concatenate([q, qd]), y)
+
+
+class AllCoordinates(AbstractStateSpace):
+    """Integrate all coordinates and velocities, y = [q; q̇], with q̈ from a formulation
+    (the index-1 form, Pękal–Frączek 2016, eq 2.5, as an ODE).
+
+    **Arguments:**
+
+    - `formulation`: a `jaxmbs.AbstractFormulation` or its name (`jaxmbs.METHODS`).
+    """
+
+    formulation: AbstractFormulation
+
+    def __init__(self, formulation: str | AbstractFormulation = "qr"):
+        self.formulation = get_formulation(formulation)
+
+    @property
+    def name(self) -> str:
+        return self.formulation.name
+
+    def initial_state(self, mechanism, structure, t0, q0, qd0, params, consistency_tol):
+        return jnp.concatenate([q0, qd0]), jnp.ones((), bool)
+
+    def vector_field(self, mechanism, structure, stabilization):
+        return _VectorField(mechanism, structure, self.formulation, stabilization)
+
+    def wrap_solver(self, solver, mechanism, structure, stabilization):
+        return stabilization.wrap_solver(solver, _Projector(mechanism, structure, stabilization))
+
+    def physical_state(self, mechanism, structure, t, y, params):
+        return split_state(y, structure.n)
+
+    def outputs(self, mechanism, structure, stabilization, t, y, params):
+        q, qd = split_state(y, structure.n)
+        # Dense output between steps is interpolated: the stabilisation projects it too.
+        q, qd = stabilization.project(mechanism, structure, t, q, qd, params)
+        qdd, lam = accelerations_and_multipliers(
+            mechanism,
+            t,
+            q,
+            qd,
+            params,
+            method=self.formulation,
+            stabilization=stabilization,
+            structure=structure,
+        )
+        return q, qd, qdd, lam
+
+    def singular_conditions(self, mechanism, structure):
+        """The formulation's fixed pivot block (`AbstractFormulation.pivot_condition`):
+        ill-conditioned at a step's end, or its signed condition changed sign in a step."""
+        probe = jax.ShapeDtypeStruct((structure.n_constraints, structure.n), jnp.result_type(float))
+        condition = self.formulation.pivot_condition
+        if jax.eval_shape(lambda C: condition(C, structure), probe) is None:
+            return ()
+
+        @jax.jit
+        def pivot(t, y, args):
+            params, valid = jax.lax.stop_gradient(args)
+            q = jax.lax.stop_gradient(y[: structure.n])
+            indicator, ill = condition(constraint_jacobian(mechanism, t, q, params), structure)
+            return jnp.where(valid, indicator, 1.0), ill & valid
+
+        def pivot_ill_conditioned(t, y, args, **kwargs):
+            return pivot(t, y, args)[1]
+
+        def pivot_indicator(t, y, args, **kwargs):
+            return pivot(t, y, args)[0]
+
+        return (pivot_ill_conditioned, pivot_indicator)
