@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -26,6 +27,29 @@ def _models():
     return jaxmbs.models.MODELS
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid float value: {text!r}") from None
+    if not 0 < value < math.inf:  # also rejects nan
+        raise argparse.ArgumentTypeError(f"must be positive and finite, got {text}")
+    return value
+
+
+def _int_at_least(minimum: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
+
+
 def _parser() -> argparse.ArgumentParser:
     models = ", ".join(_models())
     parser = argparse.ArgumentParser(
@@ -43,7 +67,9 @@ def _parser() -> argparse.ArgumentParser:
         epilog=f"models: {models}",
     )
     sim.add_argument("model", choices=list(_models()), metavar="MODEL", help=f"one of: {models}")
-    sim.add_argument("--t1", type=float, default=10.0, help="end time in s (default 10)")
+    sim.add_argument(
+        "--t1", type=_positive_float, default=10.0, help="end time in s, positive (default 10)"
+    )
     sim.add_argument("--method", choices=METHODS, default="qr", help="formulation (default qr)")
     sim.add_argument(
         "--stabilization",
@@ -54,7 +80,15 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument("--rtol", type=float, default=1e-8)
     sim.add_argument("--atol", type=float, default=1e-8)
     sim.add_argument("--points", type=int, default=501, help="output points (default 501)")
-    sim.add_argument("--links", type=int, default=5, help="number of links of `chain`")
+    sim.add_argument(
+        "--max-steps",
+        type=_int_at_least(1),
+        default=100_000,
+        help="solver step limit (default 100000)",
+    )
+    sim.add_argument(
+        "--links", type=_int_at_least(1), default=5, help="number of links of `chain` (>= 1)"
+    )
     sim.add_argument("--float32", action="store_true", help="run in float32 (default float64)")
     sim.add_argument(
         "--progress",
@@ -72,7 +106,9 @@ def _parser() -> argparse.ArgumentParser:
         epilog=f"models: {models}",
     )
     ana.add_argument("model", choices=list(_models()), metavar="MODEL", help=f"one of: {models}")
-    ana.add_argument("--links", type=int, default=5, help="number of links of `chain`")
+    ana.add_argument(
+        "--links", type=_int_at_least(1), default=5, help="number of links of `chain` (>= 1)"
+    )
     ana.add_argument(
         "--matrices", action="store_true", help="also print the nonzero entries of every B_X"
     )
@@ -122,6 +158,7 @@ def simulate_command(args: argparse.Namespace) -> int:
         rtol=args.rtol,
         atol=args.atol,
         saveat=ts,
+        max_steps=args.max_steps,
         throw=False,
         progress_meter=diffrax.TqdmProgressMeter() if long_run else None,
     )
@@ -225,14 +262,23 @@ def _plot(path: str, title: str, mech, sol) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `jaxmbs` command."""
+    """Entry point of the `jaxmbs` command.
+
+    Returns the exit status: 0 on success, 1 when the simulation did not succeed; invalid
+    arguments exit with status 2 (argparse). The float64 setting is restored on return, so
+    that calling `main` leaves the calling process's JAX configuration as it was.
+    """
     args = _parser().parse_args(argv)
+    previous = jax.config.jax_enable_x64
     jax.config.update("jax_enable_x64", not getattr(args, "float32", False))
-    if args.command == "simulate":
-        return simulate_command(args)
-    if args.command == "analyze":
-        return analyze_command(args)
-    return 2
+    try:
+        if args.command == "simulate":
+            return simulate_command(args)
+        if args.command == "analyze":
+            return analyze_command(args)
+        return 2
+    finally:
+        jax.config.update("jax_enable_x64", previous)
 
 
 if __name__ == "__main__":
