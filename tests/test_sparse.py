@@ -66,8 +66,9 @@ def test_compressed_jacobian_equals_dense(build, initial):
     )(q)
     assert_close(C, dense, 0.0, 1e-14, "C")
     assert_close(entries[1:-1, 1:-1], dense, 0.0, 1e-14, "C from the probes")
-    assert float(jnp.max(jnp.abs(entries[np.array([0, -1])]))) == 0.0
-    assert float(jnp.max(jnp.abs(entries[:, np.array([0, -1])]))) == 0.0
+    padding = 1e-14 * float(jnp.max(jnp.abs(dense)))  # the padding reads zero
+    assert float(jnp.max(jnp.abs(entries[np.array([0, -1])]))) <= padding
+    assert float(jnp.max(jnp.abs(entries[:, np.array([0, -1])]))) <= padding
 
 
 def test_chain_needs_few_products_and_a_block_diagonal_mass():
