@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -26,6 +28,29 @@ def _models():
     return jaxmbs.models.MODELS
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid float value: {text!r}") from None
+    if not 0 < value < math.inf:  # also rejects nan
+        raise argparse.ArgumentTypeError(f"must be positive and finite, got {text}")
+    return value
+
+
+def _int_at_least(minimum: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
+
+
 def _parser() -> argparse.ArgumentParser:
     models = ", ".join(_models())
     parser = argparse.ArgumentParser(
@@ -43,7 +68,9 @@ def _parser() -> argparse.ArgumentParser:
         epilog=f"models: {models}",
     )
     sim.add_argument("model", choices=list(_models()), metavar="MODEL", help=f"one of: {models}")
-    sim.add_argument("--t1", type=float, default=10.0, help="end time in s (default 10)")
+    sim.add_argument(
+        "--t1", type=_positive_float, default=10.0, help="end time in s, positive (default 10)"
+    )
     sim.add_argument("--method", choices=METHODS, default="qr", help="formulation (default qr)")
     sim.add_argument(
         "--stabilization",
@@ -54,7 +81,15 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument("--rtol", type=float, default=1e-8)
     sim.add_argument("--atol", type=float, default=1e-8)
     sim.add_argument("--points", type=int, default=501, help="output points (default 501)")
-    sim.add_argument("--links", type=int, default=5, help="number of links of `chain`")
+    sim.add_argument(
+        "--max-steps",
+        type=_int_at_least(1),
+        default=100_000,
+        help="solver step limit (default 100000)",
+    )
+    sim.add_argument(
+        "--links", type=_int_at_least(1), default=5, help="number of links of `chain` (>= 1)"
+    )
     sim.add_argument("--float32", action="store_true", help="run in float32 (default float64)")
     sim.add_argument(
         "--progress",
@@ -72,7 +107,9 @@ def _parser() -> argparse.ArgumentParser:
         epilog=f"models: {models}",
     )
     ana.add_argument("model", choices=list(_models()), metavar="MODEL", help=f"one of: {models}")
-    ana.add_argument("--links", type=int, default=5, help="number of links of `chain`")
+    ana.add_argument(
+        "--links", type=_int_at_least(1), default=5, help="number of links of `chain` (>= 1)"
+    )
     ana.add_argument(
         "--matrices", action="store_true", help="also print the nonzero entries of every B_X"
     )
@@ -107,6 +144,8 @@ def simulate_command(args: argparse.Namespace) -> int:
 
     import jaxmbs
 
+    for path in (args.out, args.plot):
+        _check_writable(path)
     factory = _models()[args.model]
     mech, q0, qd0 = factory(args.links) if args.model == "chain" else factory()
     ts = jnp.linspace(0.0, args.t1, max(args.points, 2))
@@ -122,6 +161,7 @@ def simulate_command(args: argparse.Namespace) -> int:
         rtol=args.rtol,
         atol=args.atol,
         saveat=ts,
+        max_steps=args.max_steps,
         throw=False,
         progress_meter=diffrax.TqdmProgressMeter() if long_run else None,
     )
@@ -136,7 +176,11 @@ def simulate_command(args: argparse.Namespace) -> int:
         f"method           {args.method}, stabilization {args.stabilization}, "
         f"rtol {args.rtol:g}, atol {args.atol:g}, {'float32' if args.float32 else 'float64'}"
     )
-    print(f"result           {'successful' if sol.successful else jaxmbs.RESULTS[sol.result]}")
+    if bool(sol.successful):
+        print("result           successful")
+    else:
+        cause = jaxmbs.RESULTS[sol.result]
+        print(f"result           failed at t = {float(sol.t_final):.6g}: {cause}")
     st = {k: int(v) for k, v in sol.stats.items()}
     print(
         f"steps            {st['num_steps']} ({st['num_rejected_steps']} rejected), "
@@ -185,10 +229,12 @@ def _write_csv(path: str, mech, sol) -> None:
     if sol.energy is not None:
         header.append("energy")
         columns.append(sol.energy[:, None])
+    rows = np.concatenate([np.asarray(c) for c in columns], axis=1)
+    reached = np.asarray(sol.ts) <= float(sol.t_final)  # after a failure: the rows up to it
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(header)
-        writer.writerows(np.concatenate([np.asarray(c) for c in columns], axis=1).tolist())
+        writer.writerows(rows[reached].tolist())
 
 
 def _plot(path: str, title: str, mech, sol) -> None:
@@ -222,15 +268,39 @@ def _plot(path: str, title: str, mech, sol) -> None:
     plt.close(fig)
 
 
+def _check_writable(path: str | None) -> None:
+    """Reject an output path whose folder does not exist or cannot be written, before the run."""
+    if path is None:
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        raise ValueError(f"cannot write {path}: {folder} is not a writable folder")
+    if os.path.isdir(path):
+        raise ValueError(f"cannot write {path}: it is a folder")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `jaxmbs` command."""
-    args = _parser().parse_args(argv)
+    """Entry point of the `jaxmbs` command.
+
+    Returns the exit status: 0 on success, 1 when the simulation failed (the rows up to the
+    failure are written, the cause and its time printed); invalid arguments exit with status
+    2 and one line on stderr, no traceback. The float64 setting is restored on return, so
+    that calling `main` leaves the calling process's JAX configuration as it was.
+    """
+    parser = _parser()
+    args = parser.parse_args(argv)
+    previous = jax.config.jax_enable_x64
     jax.config.update("jax_enable_x64", not getattr(args, "float32", False))
-    if args.command == "simulate":
-        return simulate_command(args)
-    if args.command == "analyze":
-        return analyze_command(args)
-    return 2
+    try:
+        if args.command == "simulate":
+            return simulate_command(args)
+        if args.command == "analyze":
+            return analyze_command(args)
+        return 2
+    except ValueError as err:
+        parser.exit(2, f"jaxmbs: error: {str(err).splitlines()[0]}\n")
+    finally:
+        jax.config.update("jax_enable_x64", previous)
 
 
 if __name__ == "__main__":

@@ -300,11 +300,18 @@ def optimize(
             break
     bar.close()
     # The last accepted iterate is y; its loss is the recorded one.
+    converged = bool(done) and bool(result == optx.RESULTS.successful)
+    if result != optx.RESULTS.successful:
+        message = f"did not converge: {optx.RESULTS[result]}"
+    elif not converged:
+        message = f"did not converge in max_steps = {max_steps} steps"
+    else:
+        message = ""
     return OptimizationResult(
         x=jax.tree_util.tree_map(np.asarray, y),
         loss=history["loss"][-1],
-        converged=bool(done) and bool(result == optx.RESULTS.successful),
-        message=optx.RESULTS[result] if result != optx.RESULTS.successful else "",
+        converged=converged,
+        message=message,
         history={k: np.asarray(v) for k, v in history.items()},
         num_steps=len(history["loss"]),
         compile_s=history["wall_s"][0],

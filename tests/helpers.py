@@ -15,3 +15,19 @@ def assert_close(actual, expected, rtol, atol=0.0, what=""):
 def relative_error(actual, expected) -> float:
     actual, expected = np.asarray(actual), np.asarray(expected)
     return float(np.max(np.abs(actual - expected)) / np.max(np.abs(expected)))
+
+
+def assert_same_solve(y, steps, y_ref, steps_ref, atol, integration_atol, what=""):
+    """Two solves of one problem whose arithmetic differs only by round-off (summation order,
+    batched or unbatched kernels) take the same steps and agree to `atol` — unless an
+    accept/reject decision of the step-size controller falls within round-off of its
+    threshold. Then they differ by a step or two and agree to the integration accuracy
+    `integration_atol` only (measured on the four-bar at rtol = atol = 1e-8 over 1 s: one to
+    three steps more or fewer move q by up to 1.2e-8)."""
+    steps, steps_ref = int(steps), int(steps_ref)
+    deviation = float(np.max(np.abs(np.asarray(y) - np.asarray(y_ref))))
+    if steps == steps_ref:
+        assert deviation <= atol, f"{what}: {deviation:.3e} > {atol:.1e} in the same steps"
+    else:
+        assert abs(steps - steps_ref) <= 3, f"{what}: {steps} steps against {steps_ref}"
+        assert deviation <= integration_atol, f"{what}: {deviation:.3e} > {integration_atol:.1e}"

@@ -2,6 +2,7 @@
 
 import csv
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -33,8 +34,47 @@ def test_simulate_command_writes_outputs(tmp_path, capsys):
     with open(out) as f:
         rows = list(csv.reader(f))
     assert rows[0][:4] == ["t", "x", "y", "gamma"]
-    assert len(rows) == 12 and float(rows[-1][0]) == 1.0
+    assert len(rows) == 12
+    np.testing.assert_allclose([float(r[0]) for r in rows[1:]], np.linspace(0, 1, 11), rtol=1e-12)
     assert fig.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize(
+    "x64, flags",
+    [(True, ["--float32", "--rtol", "1e-5", "--atol", "1e-5"]), (False, [])],
+    ids=["float64-session-float32-run", "float32-session-float64-run"],
+)
+def test_main_restores_the_float64_setting(x64, flags, capsys):
+    """`main` switches float64 on or off for its run and back when it returns, so calling it
+    in a process (as these tests do) leaves the rest of the session as it was."""
+    jax.config.update("jax_enable_x64", x64)
+    try:
+        before = jax.config.jax_enable_x64
+        argv = ["simulate", "physical-pendulum", "--t1", "0.1", "--points", "3", *flags]
+        assert cli.main(argv) == 0
+        assert ("float32" if flags else "float64") in capsys.readouterr().out
+        assert jax.config.jax_enable_x64 == before == x64
+    finally:
+        jax.config.update("jax_enable_x64", True)
+
+
+@pytest.mark.parametrize("x64, flags", [(True, ["--float32"]), (False, [])])
+def test_main_restores_the_float64_setting_when_the_command_raises(x64, flags, monkeypatch):
+    seen = []
+
+    def fail(args):
+        seen.append(jax.config.jax_enable_x64)
+        raise RuntimeError("command failed")
+
+    monkeypatch.setattr(cli, "simulate_command", fail)
+    jax.config.update("jax_enable_x64", x64)
+    try:
+        with pytest.raises(RuntimeError, match="command failed"):
+            cli.main(["simulate", "physical-pendulum", *flags])
+        assert seen == [not flags]  # the command ran with the setting asked for
+        assert jax.config.jax_enable_x64 == x64
+    finally:
+        jax.config.update("jax_enable_x64", True)
 
 
 def test_help_lists_models_and_methods(capsys):

@@ -140,16 +140,6 @@ def test_throw_inside_jit_raises_the_cause():
         jax.block_until_ready(run(q0))
 
 
-def test_max_steps_reached_with_both_throw_settings():
-    mech = fourbar.fourbar()
-    q0, qd0 = fourbar.initial_state(mech)
-    sol = jaxmbs.simulate(mech, q0, qd0, (0.0, 1.0), max_steps=4, throw=False)
-    assert bool(sol.result == jaxmbs.RESULTS.max_steps_reached)
-    assert 0.0 < float(sol.t_final) < 1.0 and bool(jnp.all(jnp.isnan(sol.q)))
-    with pytest.raises(jaxmbs.SimulationError, match="maximum number of solver steps"):
-        jaxmbs.simulate(mech, q0, qd0, (0.0, 1.0), max_steps=4)
-
-
 # ------------------------------------------------------------------------ invalid arguments
 
 

@@ -23,7 +23,7 @@ from jaxmbs.models import mcpherson
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "benchmarks"))
 import numpy_mcpherson as reference  # noqa: E402
 
-RNG = np.random.default_rng(20261124)
+SEED = 20261124  # the random states' own generator
 N_STATES = 50
 TOL = 1e-10  # integration tolerance of the 10 s runs
 TS = jnp.linspace(0.0, 10.0, 2001)
@@ -39,16 +39,79 @@ def struts():
     }
 
 
-def test_table_1_and_design_position(struts):
+#: Table 1 of Pękal–Frączek 2016 (m), written out here rather than read from the model.
+PUBLISHED_LENGTHS = {
+    "AB": 0.3,
+    "AA_a": 0.025,
+    "AA_b": 0.025,
+    "CD": 0.45,
+    "CE": 0.1,
+    "CF": 0.25,
+    "BC": 0.05,
+    "FG": 0.1,
+    "EH": 0.15,
+    "GI": 0.05,
+    "JK": 0.3,
+    "IL": 0.5,
+    "LN": 0.2,
+}
+
+
+def test_design_hardpoints_honour_table_1_and_the_text(struts):
+    """The design hardpoints against the published lengths and the geometry the model's text
+    states (x forward, y outboard, z up), and the design configuration against the joints."""
+    assert set(mcpherson.TABLE_1) == set(PUBLISHED_LENGTHS)
     points = mcpherson.design_hardpoints()
-    for name, length in mcpherson.TABLE_1.items():
+    for name, length in PUBLISHED_LENGTHS.items():
         a, b = name[0], name[1:]
         assert abs(np.linalg.norm(points[a] - points[b]) - length) < 1e-12, name
+    axis = (points["D"] - points["C"]) / np.linalg.norm(points["D"] - points["C"])
+    assert abs(np.degrees(np.arctan2(-axis[1], axis[2])) - 10.0) < 1e-12  # inward: kingpin
+    assert abs(np.degrees(np.arctan2(-axis[0], axis[2])) - 5.0) < 1e-12  # rearward: caster
+    assert_close(points["C"] - points["B"], [0.0, 0.0, 0.05], 0, 1e-15, "C above B")
+    assert_close(points["B"] - points["A"], [0.0, 0.3, 0.0], 0, 1e-15, "AB horizontal, outboard")
+    assert_close(points["K"] - points["D"], 0.15 * axis, 0, 1e-15, "K 0.15 m above D")
+    assert_close(np.cross(points["J"] - points["C"], axis), np.zeros(3), 0, 1e-15, "J on CD")
+    assert_close(points["L"] - points["I"], [0.0, -0.5, 0.0], 0, 1e-15, "tie rod along −y")
     q = jnp.asarray(mcpherson.design_configuration())
     for mech in struts.values():
         assert float(jnp.max(jnp.abs(mech.constraints(0.0, q, mech.params)))) < 1e-15
     # Every body frame has θ = π/2 in the design position: far from the gimbal lock.
     assert_close(q.reshape(5, 6)[:, 4], np.pi / 2, 0, 1e-15, "θ")
+
+
+def test_link_lengths_hold_in_an_assembled_position(struts):
+    """Assembled with the arm turned up by 0.3 rad and the rack shifted by 2 cm, every body
+    has moved, and the hardpoint distances — from the body frames of q, and across the
+    joints where a link is the only connection (A on the ground to B on the strut: the arm;
+    I on the strut to L on the rack: the tie rod; J on the piston rod to K on the ground) —
+    are the published lengths."""
+    mech = struts["simplified"]
+    q, _ = mcpherson.initial_state(mech, 0.3, 0.02)
+    design, points = mcpherson.design_configuration(), mcpherson.design_hardpoints()
+
+    def moved(body, name):  # the hardpoint, fixed in `body` at its design position
+        r, angles = design[6 * body : 6 * body + 3], design[6 * body + 3 : 6 * body + 6]
+        local = np.asarray(spatial.rotation(jnp.asarray(angles))).T @ (points[name] - r)
+        return np.asarray(spatial.point(q, body, jnp.asarray(local)))
+
+    strut = {name: moved(mcpherson.STRUT, name) for name in "BCDEFGHI"}
+    at = {
+        "A": points["A"],  # on the ground
+        "A_a": moved(mcpherson.ARM, "A_a"),
+        "A_b": moved(mcpherson.ARM, "A_b"),
+        **strut,
+        "J": moved(mcpherson.ROD, "J"),
+        "K": points["K"],  # on the ground
+        "L": moved(mcpherson.RACK, "L"),
+        "N": moved(mcpherson.RACK, "N"),
+    }
+    for name, length in PUBLISHED_LENGTHS.items():
+        a, b = name[0], name[1:]
+        assert abs(np.linalg.norm(at[a] - at[b]) - length) < 1e-10, name
+    assert np.linalg.norm(at["B"] - points["B"]) > 0.05  # the wheel travelled
+    assert abs(at["L"][1] - points["L"][1] - 0.02) < 1e-10  # the rack moved by its offset
+    assert np.linalg.norm(at["I"] - points["I"]) > 0.05  # so did the tie rod's outer end
 
 
 def test_dof_and_redundancy(struts):
@@ -95,11 +158,12 @@ def states(struts, motion):
         q = jaxmbs.project_positions(mech, mech.structure, 0.0, q, mech.params, 8)
         return q, jaxmbs.project_velocities(mech, mech.structure, 0.0, q, v, mech.params)
 
-    guess = sol.q[RNG.integers(0, TS.shape[0], N_STATES)]
-    dq = jnp.asarray(RNG.normal(scale=0.05, size=(N_STATES, 30)))
-    v = jnp.asarray(RNG.normal(size=(N_STATES, 30)))
+    rng = np.random.default_rng(SEED)
+    guess = sol.q[rng.integers(0, TS.shape[0], N_STATES)]
+    dq = jnp.asarray(rng.normal(scale=0.05, size=(N_STATES, 30)))
+    v = jnp.asarray(rng.normal(size=(N_STATES, 30)))
     q, qd = jax.lax.map(lambda a: consistent(*a), (guess + dq, v))
-    t = jnp.asarray(RNG.uniform(0.0, 10.0, N_STATES))
+    t = jnp.asarray(rng.uniform(0.0, 10.0, N_STATES))
     return t, q, qd
 
 

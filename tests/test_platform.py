@@ -62,8 +62,9 @@ def test_coordinate_counts(mechanisms):
     assert M.shape == (16, 16)
     # Sparse: the 8 particles' diagonal blocks and the 6 mid-points between moving particles
     # (rods 2, 4, 5, 6, 7 and the platform's C₁C₃) couple pairs, each a 2×2 diagonal block.
-    assert np.count_nonzero(M) == 2 * (8 + 2 * 6)
-    assert_close(M, M.T, 0, 0)
+    scale = np.max(np.abs(M))
+    assert np.count_nonzero(np.abs(M) > 1e-12 * scale) == 2 * (8 + 2 * 6)
+    assert_close(M, M.T, 0, 1e-14 * scale, "symmetry")
 
 
 def test_trajectories_agree(solutions):
@@ -114,7 +115,7 @@ def test_gradient_wrt_platform_mass(mechanisms):
 def test_registered_models(mechanisms):
     assert {"platform", "platform-particles", "platform-joint"} <= set(MODELS)
     mech, q0, qd0 = MODELS["platform-joint"]()
-    assert mech.n == 7 and q0.shape == (7,) and float(jnp.max(jnp.abs(qd0))) == 0.0
+    assert mech.n == 7 and q0.shape == (7,) and float(jnp.max(jnp.abs(qd0))) < 1e-14  # at rest
     assert_close(q0, pf.initial_state(mechanisms["joint"])[0], 0, 1e-15)
 
 

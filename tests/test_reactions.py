@@ -292,7 +292,8 @@ def test_redundant_fourbar_solvability_and_elimination():
     for drop in (8, 2):  # the distance row; the x row of joint B
         method = jaxmbs.eliminate_rows(mech, (drop,), q)
         out[drop] = jaxmbs.accelerations_and_multipliers(mech, 0.0, q, qd, method=method)
-        assert float(out[drop][1][drop]) == 0.0
+        lam = out[drop][1]
+        assert abs(float(lam[drop])) <= 1e-14 * float(jnp.max(jnp.abs(lam)))  # eliminated row
     r = {k: jaxmbs.constraint_reactions(mech, 0.0, q, lam) for k, (_, lam) in out.items()}
     for k in (8, 2):
         assert_close(out[k][0], out["min-norm"][0], 0, 1e-10, "q̈")

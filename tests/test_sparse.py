@@ -23,7 +23,7 @@ from jaxmbs.model import inertia
 from jaxmbs.model.joints import planar
 from jaxmbs.models import chain, fourbar, mcpherson, mobile_robot
 
-RNG = np.random.default_rng(7)
+SEED = 7  # every test draws from its own generator with this seed
 
 
 def compressed_jacobian(mech, t, q):
@@ -47,6 +47,7 @@ def dense_jacobian(mech, t, q):
     ids=["fourbar", "fourbar-redundant", "chain30", "mobile-robot"],
 )
 def test_compressed_jacobian_equals_dense(build, initial):
+    rng = np.random.default_rng(SEED)
     mech = build()
     sparsity = mech.structure.sparsity
     pattern = sparsity.jacobian_pattern
@@ -54,7 +55,7 @@ def test_compressed_jacobian_equals_dense(build, initial):
     for row in pattern:  # no two columns of one colour share a row
         assert len(set(colours[row])) == row.sum()
     assert sparsity.n_colours < mech.n
-    q = jnp.asarray(initial(mech)[0]) + 0.05 * RNG.normal(size=mech.n)
+    q = jnp.asarray(initial(mech)[0]) + 0.05 * rng.normal(size=mech.n)
     k, n = pattern.shape
     # Entries read from the probes, with out-of-range (padding) indices on both axes.
     rows, columns = np.arange(-1, k + 1)[:, None], np.arange(-1, n + 1)[None, :]
@@ -67,8 +68,9 @@ def test_compressed_jacobian_equals_dense(build, initial):
     )(q)
     assert_close(C, dense, 0.0, 1e-14, "C")
     assert_close(entries[1:-1, 1:-1], dense, 0.0, 1e-14, "C from the probes")
-    assert float(jnp.max(jnp.abs(entries[np.array([0, -1])]))) == 0.0
-    assert float(jnp.max(jnp.abs(entries[:, np.array([0, -1])]))) == 0.0
+    padding = 1e-14 * float(jnp.max(jnp.abs(dense)))  # the padding reads zero
+    assert float(jnp.max(jnp.abs(entries[np.array([0, -1])]))) <= padding
+    assert float(jnp.max(jnp.abs(entries[:, np.array([0, -1])]))) <= padding
 
 
 def test_chain_needs_few_products_and_a_block_diagonal_mass():
@@ -85,6 +87,7 @@ def test_spatial_mass_matrix_from_three_products():
     block per body) from 3 Hessian-vector products of T along the colour groups of its
     pattern, equal to the dense Hessian; also its parameter derivative and under vmap. The
     band plan packs each body's {x}, {y}, {z} into one block of 3, so no block is padded."""
+    rng = np.random.default_rng(SEED)
     mech = mcpherson.mcpherson_simplified()
     sparsity = mech.structure.sparsity
     assert sparsity.n_mass_colours == 3
@@ -92,8 +95,8 @@ def test_spatial_mass_matrix_from_three_products():
     assert plan.mass_blocks.shape == (10, 3)
     assert np.array_equal(np.sort(plan.mass_blocks.reshape(-1)), np.arange(mech.n))
     q0 = jnp.asarray(mcpherson.initial_state(mech, 0.05)[0])
-    qs = q0 + 0.1 * jnp.asarray(RNG.normal(size=(4, mech.n)))
-    weights = jnp.asarray(RNG.normal(size=(mech.n, mech.n)))
+    qs = q0 + 0.1 * jnp.asarray(rng.normal(size=(4, mech.n)))
+    weights = jnp.asarray(rng.normal(size=(mech.n, mech.n)))
 
     def both(q, m1):
         p = {**mech.params, "m1": m1, "J2": mech.params["J2"] * m1}
@@ -111,8 +114,9 @@ def test_spatial_mass_matrix_from_three_products():
 
 
 def test_greedy_colouring_is_valid_on_random_patterns():
+    rng = np.random.default_rng(SEED)
     for _ in range(20):
-        pattern = RNG.random((12, 15)) < 0.2
+        pattern = rng.random((12, 15)) < 0.2
         colours = greedy_colouring(pattern)
         for row in pattern:
             assert len(set(colours[row])) == row.sum()
@@ -132,9 +136,10 @@ def test_zero_only_at_nominal_parameters_is_still_structural():
 
 
 def test_kernels_match_lapack():
-    A = RNG.normal(size=(4, 7, 7))
+    rng = np.random.default_rng(SEED)
+    A = rng.normal(size=(4, 7, 7))
     A = A @ np.swapaxes(A, 1, 2) + 7 * np.eye(7)
-    B = RNG.normal(size=(4, 7, 3))
+    B = rng.normal(size=(4, 7, 3))
     L = linalg.cholesky(jnp.asarray(A))
     assert_close(L, np.linalg.cholesky(A), 0.0, 1e-12, "cholesky")
     assert_close(linalg.solve_lower(L, B), np.linalg.solve(L, B), 0.0, 1e-12, "L⁻¹B")
@@ -150,9 +155,10 @@ def test_spd_solve_matches_numpy(w, mode):
     no LAPACK call), a batch of right-hand sides for one factorised matrix, one right-hand
     side for a batch of matrices, and a batch of shifts for one G: all solve A x = b to
     round-off."""
-    G = RNG.normal(size=(5, w, w + 1))
-    shift = 0.1 + RNG.uniform(size=(5, w))  # condition number ~1e3
-    b = RNG.normal(size=(5, w))
+    rng = np.random.default_rng(SEED)
+    G = rng.normal(size=(5, w, w + 1))
+    shift = 0.1 + rng.uniform(size=(5, w))  # condition number ~1e3
+    b = rng.normal(size=(5, w))
 
     def solve(G, shift, b):
         return linalg.spd_solve(linalg.spd_factor(G, shift), b)
@@ -197,7 +203,8 @@ def test_vmapped_spd_solve_reads_gram_factor_batch_last():
 def test_orthonormal_rows_match_householder_qr(r, n, mode):
     """Gram–Schmidt on a stack or a vmapped batch, LAPACK on one matrix (or r > MAX_BLOCK):
     the same pivots and span."""
-    A = RNG.normal(size=(3, r, n))
+    rng = np.random.default_rng(SEED)
+    A = rng.normal(size=(3, r, n))
     A[:, -1] = A[:, 0] - 2.0 * A[:, 1]  # the last row is dependent: its pivot vanishes
     rows = functools.partial(linalg.orthonormal_rows, passes=2)
     if mode == "stack":
@@ -233,16 +240,17 @@ def test_lapack_free_runs_call_no_lapack(redundant, method):
 
 @pytest.mark.parametrize("blocks", [1, 2, 5, 8])
 def test_block_tridiagonal_solve_matches_dense(blocks):
+    rng = np.random.default_rng(SEED)
     w = 3
     size = blocks * w
     band = np.abs(np.subtract.outer(np.arange(size) // w, np.arange(size) // w)) <= 1
-    X = RNG.normal(size=(size, size)) * band
+    X = rng.normal(size=(size, size)) * band
     A = X @ X.T * band + size * np.eye(size)  # symmetric, positive definite, block tridiagonal
     D = np.stack([A[k * w : (k + 1) * w, k * w : (k + 1) * w] for k in range(blocks)])
     E = np.zeros((blocks, w, w))
     for k in range(blocks - 1):
         E[k] = A[(k + 1) * w : (k + 2) * w, k * w : (k + 1) * w]
-    b = RNG.normal(size=size)
+    b = rng.normal(size=size)
     factor = linalg.block_tridiagonal_factor(jnp.asarray(D), jnp.asarray(E))
     x = linalg.block_tridiagonal_solve(factor, jnp.asarray(b.reshape(blocks, w)))
     assert_close(np.asarray(x).reshape(-1), np.linalg.solve(A, b), 0.0, 1e-12, "x")
@@ -305,9 +313,10 @@ def test_banded_derivative_of_accelerations(long_chain):
 
 
 def test_vectorised_joints_equal_joint_by_joint():
+    rng = np.random.default_rng(SEED)
     mech = chain.chain(6)
     joints = planar.joints_of(mech)
-    q = jnp.asarray(RNG.normal(size=mech.n))
+    q = jnp.asarray(rng.normal(size=mech.n))
     stacked = mech.constraints(0.0, q, mech.params)
     one_by_one = jnp.concatenate([j(0.0, q, mech.params) for j in joints])
     assert_close(stacked, one_by_one, 0.0, 1e-15, "Φ")

@@ -51,8 +51,8 @@ def assemble(
     - `qd_guess`: approximate velocities (default zero).
     - `t0`: time.
     - `params`: parameters (default the mechanism's).
-    - `fixed`: coordinates (indices or names) whose guessed position and velocity are kept,
-      e.g. a crank angle and speed.
+    - `fixed`: coordinates (indices or names) whose guessed position and velocity are kept
+      (returned exactly as given), e.g. a crank angle and speed.
     - `tol`: the largest accepted |Φ| (default 1000 ε max(1, |q|)); below it, Newton goes on
       while each step halves |Φ| (at most `POLISH_STEPS`), so q0 is assembled to round-off.
     - `max_iterations`: Newton iteration limit.
@@ -106,7 +106,13 @@ def assemble(
             break
         q, err, q_new = q_new, float(err_new), q_next
 
-    return q, _velocity_correction(mechanism, t0, q, qd, params, idx)
+    # The minimum-norm steps hold the fixed coordinates only to round-off: return the
+    # guessed positions and velocities of the fixed coordinates exactly.
+    index = np.asarray(idx, dtype=int)
+    q = q.at[index].set(q_fixed)
+    qd_fixed = qd[index]
+    qd = _velocity_correction(mechanism, t0, q, qd, params, idx)
+    return q, qd.at[index].set(qd_fixed)
 
 
 def _constraints_and_fixed(mechanism: Mechanism, t0, q: Array, params, idx: tuple[int, ...]):
