@@ -3,6 +3,7 @@ cos φ, sin φ evaluated once per angle (`cos_sin`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,6 +14,18 @@ from jax import lax
 from ..._internal.types import Array
 
 Spec = Any  # a number / array, a key into the parameter dict, or a callable p -> value
+
+
+@dataclasses.dataclass(frozen=True)
+class PointPair:
+    """The fields of a joint between point_i on body_i and point_j on body_j (body `None`:
+    the ground, whose local coordinates are global ones)."""
+
+    name: str
+    body_i: int | None
+    point_i: Spec
+    body_j: int | None
+    point_j: Spec
 
 
 def value(spec: Spec, params) -> Array:

@@ -24,7 +24,7 @@ import numpy as np
 from ..._internal import linalg
 from ..._internal.types import Array
 from ..mechanism import Mechanism
-from ._common import Spec, cos_sin, split_joints, value
+from ._common import PointPair, Spec, cos_sin, split_joints, value
 
 
 def rotation(phi) -> Array:
@@ -157,14 +157,9 @@ class Translational:
 
 
 @dataclasses.dataclass(frozen=True)
-class Distance:
+class Distance(PointPair):
     """Distance constraint |P_j − P_i|² − L² = 0 (a rod with pin ends; 1 row)."""
 
-    name: str
-    body_i: int | None
-    point_i: Spec
-    body_j: int | None
-    point_j: Spec
     length: Spec
     rows: int = dataclasses.field(default=1, init=False)
     holonomic: bool = dataclasses.field(default=True, init=False)

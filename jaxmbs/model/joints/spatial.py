@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -37,7 +37,7 @@ import numpy as np
 
 from ..._internal.types import Array
 from ..mechanism import Mechanism
-from ._common import Spec, cos_sin, split_joints, value
+from ._common import PointPair, Spec, cos_sin, split_joints, value
 
 COORDINATES = ("x", "y", "z", "phi", "theta", "psi")
 
@@ -194,6 +194,9 @@ class _TwoBodyJoint:
     at a configuration q (the builder computes the frames once for all joints).
     """
 
+    #: Spatial joints write holonomic rows Φ (their number: each joint's `rows`).
+    holonomic: ClassVar[bool] = True
+
     def __call__(self, t, q, p) -> Array:
         return self.residual(body_frames(q), p)
 
@@ -231,6 +234,25 @@ class _TwoBodyJoint:
 
 
 @dataclasses.dataclass(frozen=True)
+class _PointLineJoint(_TwoBodyJoint):
+    """A joint between a line of body i (through point_i along axis_i) and point_j of body j."""
+
+    name: str
+    body_i: int | None
+    point_i: Spec
+    axis_i: Spec
+    body_j: int | None
+    point_j: Spec
+
+
+@dataclasses.dataclass(frozen=True)
+class _AxisJoint(_PointLineJoint):
+    """A joint between a point and an axis fixed on each of bodies i and j."""
+
+    axis_j: Spec
+
+
+@dataclasses.dataclass(frozen=True)
 class Spherical(_TwoBodyJoint):
     """Spherical (ball) joint: point_i on body_i coincides with point_j on body_j (3 rows)."""
 
@@ -239,51 +261,34 @@ class Spherical(_TwoBodyJoint):
     point_i: Spec
     body_j: int | None = None
     point_j: Spec = (0.0, 0.0, 0.0)
-    rows: int = dataclasses.field(default=3, init=False)
-    holonomic: bool = dataclasses.field(default=True, init=False)
+    rows: ClassVar[int] = 3
 
     def residual(self, frames, p) -> Array:
         return -self._separation(frames, p)
 
 
 @dataclasses.dataclass(frozen=True)
-class Revolute(_TwoBodyJoint):
+class Revolute(_AxisJoint):
     """Revolute joint: a common point and parallel axes (3 + 2 rows; one relative rotation).
 
     Rows: P_i − P_j = 0, and uᵢ·aⱼ = vᵢ·aⱼ = 0 with uᵢ, vᵢ perpendicular to axis_i
     (Haug 1989, spherical joint plus two dot-1 conditions).
     """
 
-    name: str
-    body_i: int | None
-    point_i: Spec
-    axis_i: Spec
-    body_j: int | None
-    point_j: Spec
-    axis_j: Spec
-    rows: int = dataclasses.field(default=5, init=False)
-    holonomic: bool = dataclasses.field(default=True, init=False)
+    rows: ClassVar[int] = 5
 
     def residual(self, frames, p) -> Array:
         return jnp.concatenate([-self._separation(frames, p), self._parallel_rows(frames, p)])
 
 
 @dataclasses.dataclass(frozen=True)
-class Universal(_TwoBodyJoint):
+class Universal(_AxisJoint):
     """Universal (Cardan) joint: a common point and perpendicular cross axes (3 + 1 rows).
 
     Rows: P_i − P_j = 0 and aᵢ·aⱼ = 0 (axis_i on body i, axis_j on body j).
     """
 
-    name: str
-    body_i: int | None
-    point_i: Spec
-    axis_i: Spec
-    body_j: int | None
-    point_j: Spec
-    axis_j: Spec
-    rows: int = dataclasses.field(default=4, init=False)
-    holonomic: bool = dataclasses.field(default=True, init=False)
+    rows: ClassVar[int] = 4
 
     def residual(self, frames, p) -> Array:
         cross = dot(self._axis(frames, p, "i"), self._axis(frames, p, "j"))
@@ -291,21 +296,13 @@ class Universal(_TwoBodyJoint):
 
 
 @dataclasses.dataclass(frozen=True)
-class Cylindrical(_TwoBodyJoint):
+class Cylindrical(_AxisJoint):
     """Cylindrical joint: P_j on the axis of body i through P_i, axes parallel (2 + 2 rows).
 
     Leaves a relative sliding and a relative rotation about the common axis.
     """
 
-    name: str
-    body_i: int | None
-    point_i: Spec
-    axis_i: Spec
-    body_j: int | None
-    point_j: Spec
-    axis_j: Spec
-    rows: int = dataclasses.field(default=4, init=False)
-    holonomic: bool = dataclasses.field(default=True, init=False)
+    rows: ClassVar[int] = 4
 
     def residual(self, frames, p) -> Array:
         return jnp.concatenate([self._on_line_rows(frames, p), self._parallel_rows(frames, p)])
@@ -330,8 +327,7 @@ class Translational(_TwoBodyJoint):
     point_j: Spec
     axis_j: Spec
     normal_j: Spec
-    rows: int = dataclasses.field(default=5, init=False)
-    holonomic: bool = dataclasses.field(default=True, init=False)
+    rows: ClassVar[int] = 5
 
     def _normals_i(self, frames, p):
         a = value(self.axis_i, p)
@@ -349,17 +345,11 @@ class Translational(_TwoBodyJoint):
 
 
 @dataclasses.dataclass(frozen=True)
-class Distance(_TwoBodyJoint):
+class Distance(_TwoBodyJoint, PointPair):
     """Distance constraint |P_j − P_i|² − L² = 0: a massless rod with spherical ends (1 row)."""
 
-    name: str
-    body_i: int | None
-    point_i: Spec
-    body_j: int | None
-    point_j: Spec
     length: Spec
-    rows: int = dataclasses.field(default=1, init=False)
-    holonomic: bool = dataclasses.field(default=True, init=False)
+    rows: ClassVar[int] = 1
 
     def residual(self, frames, p) -> Array:
         d = self._separation(frames, p)
@@ -367,17 +357,10 @@ class Distance(_TwoBodyJoint):
 
 
 @dataclasses.dataclass(frozen=True)
-class PointOnLine(_TwoBodyJoint):
+class PointOnLine(_PointLineJoint):
     """Point P_j of body j stays on the line of body i through P_i along axis_i (2 rows)."""
 
-    name: str
-    body_i: int | None
-    point_i: Spec
-    axis_i: Spec
-    body_j: int | None
-    point_j: Spec
-    rows: int = dataclasses.field(default=2, init=False)
-    holonomic: bool = dataclasses.field(default=True, init=False)
+    rows: ClassVar[int] = 2
 
     def residual(self, frames, p) -> Array:
         return self._on_line_rows(frames, p)
