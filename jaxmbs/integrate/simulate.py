@@ -14,11 +14,12 @@ can be jit-ed, vmapped over q0, q̇0 and the parameters, and differentiated.
   coordinates degenerated) → `singular_configuration` at the event's time;
 - diffrax's step-size floor: the default controller (or a given `PIDController` without a
   floor) stops when a step would be shorter than `STEP_COLLAPSE` · (t1 − t0) (at least
-  100 ε |t|). A step size collapsing while C's independent rows are near rank loss
-  (relative pivot below `COLLAPSE_PIVOT` at the last state reached) is a lock or toggle
-  position → `singular_configuration`; otherwise (a NaN force, a discontinuity) →
-  `step_failed`. A locking mechanism thus stops at its lock within a few hundred steps,
-  not after `max_steps`;
+  100 ε |t|). With the rank check on (`check_rank=True`, the default), a step size
+  collapsing while C's independent rows are near rank loss (relative pivot below
+  `COLLAPSE_PIVOT` at the last state reached) is a lock or toggle position →
+  `singular_configuration`; otherwise (a NaN force, a discontinuity, or any collapse
+  without the rank check) → `step_failed`. A locking mechanism thus stops at its lock
+  within a few hundred steps, not after `max_steps`;
 - `max_steps_reached`; any other solver failure → `step_failed`;
 - an initial state that is not finite or consistent → `inconsistent_initial_conditions`.
 
@@ -350,10 +351,13 @@ def _solve(
     user_fired = jnp.asarray(fired[len(internal) :] + [False])
     event_index = jnp.where(jnp.any(user_fired), jnp.argmax(user_fired), -1)
 
-    # The classification is not differentiated (a discrete decision).
-    t_f, final_, params_ = jax.lax.stop_gradient((t_final, final, params))
-    q_final = space.physical_state(mechanism, structure, t_f, final_, params_)[0]
-    near_singular = relative_pivot(mechanism, structure, t_f, q_final, params_) < COLLAPSE_PIVOT
+    near_singular = jnp.zeros((), bool)
+    if options.rank_rtol is not None and structure.rank > 0:  # part of the rank check
+        # The classification is not differentiated (a discrete decision).
+        t_f, final_, params_ = jax.lax.stop_gradient((t_final, final, params))
+        q_final = space.physical_state(mechanism, structure, t_f, final_, params_)[0]
+        pivot = relative_pivot(mechanism, structure, t_f, q_final, params_)
+        near_singular = pivot < COLLAPSE_PIVOT
     result = RESULTS.where(
         out.result == diffrax.RESULTS.max_steps_reached,
         RESULTS.max_steps_reached,
