@@ -54,6 +54,7 @@ from .solution import (
     raise_on_failure,
     rhs_evaluations,
 )
+from .solvers import multiply_add_stages
 from .stabilization import AbstractStabilization, get_stabilization
 from .state_space import AbstractStateSpace, AllCoordinates
 from .switching import Switching
@@ -303,7 +304,7 @@ def _solve(
     )  # fmt: skip
     ok = ok & representable
     args = (params, ok)
-    solver = _forward_mode_stages(options.solver, options.adjoint)
+    solver = _forward_mode_stages(multiply_add_stages(options.solver), options.adjoint)
     solver = space.wrap_solver(solver, mechanism, structure, stabilization)
 
     internal = list(space.singular_conditions(mechanism, structure))

@@ -12,6 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._internal.types import PyTree
 
 
 class DelegatingSolver(diffrax.AbstractWrappedSolver):
@@ -68,3 +73,91 @@ class ProjectedSolver(DelegatingSolver):
             terms, t0, t1, y0, args, solver_state, made_jump
         )
         return self.project(t1, y1, args), y_error, dense_info, solver_state, result
+
+
+def _stage_sum(coefficients: np.ndarray, ks: list) -> PyTree:
+    """Σ_j a_j k_j over the stages `ks` (pytrees) as a chain of multiply-adds, the known zero
+    coefficients skipped; None when every coefficient is zero."""
+    terms = [(float(a), k) for a, k in zip(coefficients, ks, strict=False) if a != 0]
+    if not terms:
+        return None
+    total = jax.tree_util.tree_map(lambda k: terms[0][0] * k, terms[0][1])
+    for a, k in terms[1:]:
+        total = jax.tree_util.tree_map(lambda s, k_, a=a: s + a * k_, total, k)
+    return total
+
+
+class MultiplyAddRungeKutta(diffrax.AbstractAdaptiveSolver):
+    """An explicit Runge–Kutta method of diffrax (its tableau, orders and interpolation) whose
+    stage combinations y₀ + Σ_j a_ij k_j, y₁ and the error estimate Σ_j (b_j − b̂_j) k_j are
+    chains of multiply-adds over the stages, with the tableau's zeros skipped.
+
+    diffrax forms these sums as tensor products of a tableau row with the stacked stages;
+    XLA's CPU backend hands such a product to a library routine and, under `jax.vmap`,
+    first transposes the whole stage buffer at every stage. For the state sizes of a
+    mechanism, the call and the copy cost more than the arithmetic; multiply-adds fuse with
+    their neighbours and read a batched buffer in place. The same method, steps and results
+    up to round-off. The stage loop is unrolled (at most 13 stages: Dopri8), so forward-mode
+    differentiation needs no scan kind.
+    """
+
+    solver: diffrax.AbstractERK
+
+    term_structure = diffrax.AbstractTerm
+
+    @property
+    def interpolation_cls(self):  # pyright: ignore
+        return self.solver.interpolation_cls
+
+    @property
+    def tableau(self) -> diffrax.ButcherTableau:
+        """The wrapped method's Butcher tableau."""
+        return self.solver.tableau
+
+    def order(self, terms):
+        return self.solver.order(terms)
+
+    def error_order(self, terms):
+        return self.solver.error_order(terms)
+
+    def func(self, terms, t0, y0, args):
+        return terms.vf(t0, y0, args)
+
+    def init(self, terms, t0, t1, y0, args):
+        """The first stage's vector field f(t₀, y₀) for a first-same-as-last method."""
+        return terms.vf(t0, y0, args) if self.solver.tableau.fsal else None
+
+    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        tableau = self.solver.tableau
+        control = terms.contr(t0, t1)
+        dt = t1 - t0
+        if not tableau.fsal:
+            f0 = terms.vf(t0, y0, args)
+        elif made_jump is False:  # static: no jump in the solve
+            f0 = solver_state
+        else:  # after a jump (a switch of coordinates) the stored stage is stale
+            f0 = jax.lax.cond(made_jump, lambda: terms.vf(t0, y0, args), lambda: solver_state)
+        ks, f = [terms.prod(f0, control)], f0
+        y = y0
+        for c, a in zip(tableau.c, tableau.a_lower, strict=True):
+            increment = _stage_sum(a, ks)
+            y = y0 if increment is None else jax.tree_util.tree_map(jnp.add, y0, increment)
+            f = terms.vf(t0 + float(c) * dt, y, args)
+            ks.append(terms.prod(f, control))
+        if tableau.ssal:
+            y1 = y
+        else:
+            y1 = jax.tree_util.tree_map(jnp.add, y0, _stage_sum(tableau.b_sol, ks))
+        y_error = _stage_sum(tableau.b_error, ks)
+        if y_error is None:
+            y_error = jax.tree_util.tree_map(jnp.zeros_like, y0)
+        stages = jax.tree_util.tree_map(lambda *k: jnp.stack(k), *ks)
+        dense_info = dict(y0=y0, y1=y1, k=stages)
+        return y1, y_error, dense_info, f if tableau.fsal else None, diffrax.RESULTS.successful
+
+
+def multiply_add_stages(solver: diffrax.AbstractSolver) -> diffrax.AbstractSolver:
+    """A diffrax explicit Runge–Kutta solver as `MultiplyAddRungeKutta`; others unchanged."""
+    if isinstance(solver, diffrax.AbstractERK) and not solver.tableau.implicit:
+        return MultiplyAddRungeKutta(solver)
+    return solver
