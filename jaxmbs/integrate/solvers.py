@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._internal.types import PyTree
+from .._internal.types import Array, PyTree
 
 
 class DelegatingSolver(diffrax.AbstractWrappedSolver):
@@ -97,8 +97,8 @@ class MultiplyAddRungeKutta(diffrax.AbstractAdaptiveSolver):
     first transposes the whole stage buffer at every stage. For the state sizes of a
     mechanism, the call and the copy cost more than the arithmetic; multiply-adds fuse with
     their neighbours and read a batched buffer in place. The same method, steps and results
-    up to round-off. The stage loop is unrolled (at most 13 stages: Dopri8), so forward-mode
-    differentiation needs no scan kind.
+    up to round-off. The stages run in a `fori_loop` (the vector field compiled once per
+    step), with each stage's row of the tableau read from a static array.
     """
 
     solver: diffrax.AbstractERK
@@ -137,23 +137,47 @@ class MultiplyAddRungeKutta(diffrax.AbstractAdaptiveSolver):
             f0 = solver_state
         else:  # after a jump (a switch of coordinates) the stored stage is stale
             f0 = jax.lax.cond(made_jump, lambda: terms.vf(t0, y0, args), lambda: solver_state)
-        ks, f = [terms.prod(f0, control)], f0
-        y = y0
-        for c, a in zip(tableau.c, tableau.a_lower, strict=True):
-            increment = _stage_sum(a, ks)
-            y = y0 if increment is None else jax.tree_util.tree_map(jnp.add, y0, increment)
-            f = terms.vf(t0 + float(c) * dt, y, args)
-            ks.append(terms.prod(f, control))
+        n_stages = len(tableau.c) + 1
+        a_matrix = np.zeros((n_stages, n_stages))
+        for i, row in enumerate(tableau.a_lower):
+            a_matrix[i + 1, : len(row)] = row
+        c = np.concatenate([[0.0], tableau.c])
+        dtype = jnp.result_type(t0, t1)
+        k0 = terms.prod(f0, control)
+        stages = jax.tree_util.tree_map(
+            lambda k: jnp.zeros((n_stages, *k.shape), k.dtype).at[0].set(k), k0
+        )
+
+        def stage(i, carry):
+            # A loop, not unrolled: the vector field is traced and compiled once per step.
+            stages, _, _ = carry
+            a = jnp.asarray(a_matrix, dtype)[i]
+            y = jax.tree_util.tree_map(lambda y0_, ks: y0_ + _row_sum(a, ks, n_stages), y0, stages)
+            f = terms.vf(t0 + jnp.asarray(c, dtype)[i] * dt, y, args)
+            k = terms.prod(f, control)
+            stages = jax.tree_util.tree_map(lambda ks, k_: ks.at[i].set(k_), stages, k)
+            return stages, y, f
+
+        stages, y_last, f_last = jax.lax.fori_loop(1, n_stages, stage, (stages, y0, f0))
+        ks = [jax.tree_util.tree_map(lambda x, j=j: x[j], stages) for j in range(n_stages)]
         if tableau.ssal:
-            y1 = y
+            y1 = y_last
         else:
             y1 = jax.tree_util.tree_map(jnp.add, y0, _stage_sum(tableau.b_sol, ks))
         y_error = _stage_sum(tableau.b_error, ks)
         if y_error is None:
             y_error = jax.tree_util.tree_map(jnp.zeros_like, y0)
-        stages = jax.tree_util.tree_map(lambda *k: jnp.stack(k), *ks)
         dense_info = dict(y0=y0, y1=y1, k=stages)
-        return y1, y_error, dense_info, f if tableau.fsal else None, diffrax.RESULTS.successful
+        new_state = f_last if tableau.fsal else None
+        return y1, y_error, dense_info, new_state, diffrax.RESULTS.successful
+
+
+def _row_sum(a: Array, ks: Array, n_stages: int) -> Array:
+    """Σ_j a_j ks[j] for a traced tableau row `a`, as a chain of multiply-adds."""
+    total = a[0] * ks[0]
+    for j in range(1, n_stages):
+        total = total + a[j] * ks[j]
+    return total
 
 
 def multiply_add_stages(solver: diffrax.AbstractSolver) -> diffrax.AbstractSolver:
