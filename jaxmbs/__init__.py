@@ -12,6 +12,8 @@ from .analysis import Reactions as Reactions
 from .analysis import RowElimination as RowElimination
 from .analysis import analyze as analyze
 from .analysis import constraint_reactions as constraint_reactions
+from .analysis import element_forces as element_forces
+from .analysis import element_power as element_power
 from .analysis import eliminate_rows as eliminate_rows
 from .analysis import physical_reactions as physical_reactions
 from .analysis import solution_reactions as solution_reactions

@@ -1,6 +1,8 @@
-"""Analysis of a mechanism and its motion: constraint reactions, solvability of the
-reactions with redundant constraints, elimination of redundant rows."""
+"""Analysis of a mechanism and its motion: constraint reactions, force-element forces,
+solvability of the reactions with redundant constraints, elimination of redundant rows."""
 
+from .elements import element_forces as element_forces
+from .elements import element_power as element_power
 from .elimination import RowElimination as RowElimination
 from .elimination import eliminate_rows as eliminate_rows
 from .reactions import Reactions as Reactions

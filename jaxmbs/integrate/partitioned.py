@@ -246,8 +246,9 @@ class PartitionedCoordinates(AbstractSwitchingStateSpace):
     def wrap_solver(self, solver, mechanism, structure, stabilization):
         project = _PositionProjector(mechanism, structure, stabilization)
         return SwitchingSolver(
-            stabilization.wrap_solver(solver, project),
+            solver,
             _Repartition(mechanism, structure, self.switching),
+            stabilization.end_of_step(project),
         )
 
     def physical_state(self, mechanism, structure, t, y, params):

@@ -4,7 +4,15 @@
 `jaxmbs.Projection` stabilisation); `jaxmbs.integrate.switching.SwitchingSolver` re-expresses
 it in other independent coordinates. Both are `DelegatingSolver`s: every other property
 (term structure, order, interpolation, root finder of an implicit solver…) is the wrapped
-solver's, read through diffrax's public API.
+solver's, read through diffrax's public API. A `DelegatingSolver` always wraps a diffrax
+solver itself, never another wrapper: diffrax forwards its `isinstance` checks (is the
+solver implicit? adaptive?) through one level of wrapping only, and an implicit solver seen
+as explicit would keep its Newton tolerances unset.
+
+Implicit solvers (`diffrax.Kvaerno5`, `ImplicitEuler`, …) run through the wrappers unchanged:
+their Newton iterations (`diffrax.VeryChord`) take the Jacobian of the whole right-hand side
+by forward-mode autodiff (`lineax.JacobianLinearOperator`, materialised by one jvp per state
+component), i.e. the exact Jacobian of the reduced ODE, once per step.
 """
 
 from __future__ import annotations
@@ -41,6 +49,22 @@ class DelegatingSolver(diffrax.AbstractWrappedSolver):
     def scan_kind(self):
         """The wrapped solver's stage loop kind (diffrax's ForwardMode reads it)."""
         return getattr(self.solver, "scan_kind", "lax")
+
+    @property
+    def root_finder(self):
+        """The wrapped implicit solver's root finder (diffrax sets its tolerances through
+        this path; an explicit solver has none, and the attribute is absent)."""
+        return self.solver.root_finder
+
+    @property
+    def root_find_max_steps(self) -> int:
+        """The wrapped implicit solver's Newton iteration limit."""
+        return self.solver.root_find_max_steps
+
+    @property
+    def tableau(self):
+        """The wrapped Runge–Kutta method's Butcher tableau."""
+        return self.solver.tableau
 
     def order(self, terms):
         return self.solver.order(terms)

@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -38,7 +37,6 @@ from ..kinematics.constraints import (
 from ..kinematics.sparsity import band_plan
 from ..kinematics.structure import Structure
 from ..model import inertia
-from .solvers import ProjectedSolver
 
 if TYPE_CHECKING:
     from ..model import Mechanism
@@ -152,12 +150,11 @@ class AbstractStabilization(eqx.Module):
         the position residual Φ (default: Γ unchanged)."""
         return gamma
 
-    def wrap_solver(
-        self, solver: diffrax.AbstractSolver, project: Callable
-    ) -> diffrax.AbstractSolver:
-        """The diffrax solver to use, given the integrator's projection of a step's end state
-        `project(t, y, args) -> y` (default: `solver` unchanged, `project` unused)."""
-        return solver
+    def end_of_step(self, project: Callable) -> Callable | None:
+        """What to do with each accepted step's end state, given the integrator's projection
+        `project(t, y, args) -> y`: that map, or None for nothing (the default). The state
+        space applies it in its one solver wrapper (`jaxmbs.integrate.solvers`)."""
+        return None
 
     def project(
         self, mechanism: Mechanism, structure: Structure, t, q: Coordinates, qd: Velocities,
@@ -215,8 +212,8 @@ class Projection(AbstractStabilization):
     iterations: int = eqx.field(default=2, static=True)
     tolerance: float | None = eqx.field(default=None, static=True)
 
-    def wrap_solver(self, solver, project):
-        return ProjectedSolver(solver, project)
+    def end_of_step(self, project):
+        return project
 
     def project(self, mechanism, structure, t, q, qd, params):
         return project_state(

@@ -33,6 +33,7 @@ from ..formulations import AbstractFormulation, get_formulation
 from ..kinematics.constraints import constraint_jacobian
 from ..kinematics.structure import Structure
 from .dynamics import accelerations_and_multipliers, equation_terms
+from .solvers import ProjectedSolver
 from .stabilization import AbstractStabilization
 
 if TYPE_CHECKING:
@@ -205,7 +206,8 @@ class AllCoordinates(AbstractStateSpace):
         return _VectorField(mechanism, structure, self.formulation, stabilization)
 
     def wrap_solver(self, solver, mechanism, structure, stabilization):
-        return stabilization.wrap_solver(solver, _Projector(mechanism, structure, stabilization))
+        project = stabilization.end_of_step(_Projector(mechanism, structure, stabilization))
+        return solver if project is None else ProjectedSolver(solver, project)
 
     def physical_state(self, mechanism, structure, t, y, params):
         return split_state(y, structure.n)

@@ -109,11 +109,15 @@ class SwitchingSolver(DelegatingSolver):
     """A diffrax solver that may re-express its state in other coordinates after each step.
 
     `switch(t1, y1, args) -> (y1', switched)` maps the end state of a step to its (possibly
-    re-expressed) form. The solver state carries whether the last accepted step switched, so
-    that the next step re-evaluates its first stage, and the number of switches.
+    re-expressed) form, after the stabilisation's `project(t1, y1, args)` where there is one
+    (one wrapper, not a `ProjectedSolver` inside: diffrax forwards `isinstance` checks, e.g.
+    for an implicit solver, through one level of wrapping only). The solver state carries
+    whether the last accepted step switched, so that the next step re-evaluates its first
+    stage, and the number of switches.
     """
 
     switch: Callable  # a Module holding the mechanism: equal instances reuse compilations
+    project: Callable | None = None  # applied to the end state before `switch`
 
     def init(self, terms, t0, t1, y0, args):
         inner = self.solver.init(terms, t0, t1, y0, args)
@@ -124,6 +128,8 @@ class SwitchingSolver(DelegatingSolver):
         y1, y_error, dense_info, inner, result = self.solver.step(
             terms, t0, t1, y0, args, inner, made_jump | switched
         )
+        if self.project is not None:
+            y1 = self.project(t1, y1, args)
         y1, switched = self.switch(t1, y1, args)
         count = count + switched.astype(count.dtype)
         return y1, y_error, dense_info, (inner, switched, count), result

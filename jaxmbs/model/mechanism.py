@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import equinox as eqx
 import jax
@@ -21,6 +22,9 @@ import numpy as np
 
 from .._internal.types import Params
 from ..kinematics.structure import Structure, analyze_structure
+
+if TYPE_CHECKING:
+    from .joints.forces import ElementSet
 
 MassMatrixFn = Callable[..., jax.Array]  # (q, p) -> (n, n)
 MassProductFn = Callable[..., jax.Array]  # (q, v, p) -> M(q) v, (n,)
@@ -58,6 +62,8 @@ class Mechanism(eqx.Module):
     - `mass_product`: `(q, v, p) -> M(q) v` (optional), cheaper than a column of
       `mass_matrix`; with it the engine forms M from one product per colour of M's sparsity
       pattern (`jaxmbs.model.inertia`). `from_lagrangian` supplies it.
+    - `elements`: the force elements inside `forces` and `potential_energy`, for reading
+      their forces and power back (`jaxmbs.joints.forces.ElementSet`; the builders set it).
     """
 
     mass_matrix: MassMatrixFn = eqx.field(static=True)
@@ -73,6 +79,7 @@ class Mechanism(eqx.Module):
     potential_energy: PotentialFn | None = eqx.field(static=True)
     structure: Structure | None = eqx.field(static=True)
     mass_product: MassProductFn | None = eqx.field(static=True)
+    elements: ElementSet | None = eqx.field(static=True)
 
     def __init__(
         self,
@@ -89,6 +96,7 @@ class Mechanism(eqx.Module):
         reference_q=None,
         reference_t: float = 0.0,
         mass_product: MassProductFn | None = None,
+        elements: ElementSet | None = None,
     ):
         if n is None:
             if coordinate_names is not None:
@@ -106,6 +114,7 @@ class Mechanism(eqx.Module):
         self.params = params
         self.n = n
         self.potential_energy = potential_energy
+        self.elements = elements
         names = tuple(coordinate_names) if coordinate_names is not None else None
         self.coordinate_names = names or tuple(f"q{i}" for i in range(n))
         if len(self.coordinate_names) != n:

@@ -1,5 +1,7 @@
-"""Reusable constraint builders: joints write Φ (or ψ) only; autodiff does the rest."""
+"""Reusable builders: joints write Φ (or ψ) only, force elements a scalar deformation and
+their law; autodiff does the rest."""
 
+from . import forces as forces
 from . import particles as particles
 from . import planar as planar
 from . import spatial as spatial

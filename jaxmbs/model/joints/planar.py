@@ -25,6 +25,7 @@ from ..._internal import linalg
 from ..._internal.types import Array
 from ..mechanism import Mechanism
 from ._common import PointPair, Spec, cos_sin, split_joints, value
+from .forces import BodyKinematics, ElementSet, ForceElement, check_elements
 
 
 def rotation(phi) -> Array:
@@ -273,6 +274,15 @@ def joints_of(mechanism: Mechanism) -> tuple[Joint, ...]:
     return out
 
 
+def relative_angle(q, body_i: int | None, body_j: int | None, *axes) -> Array:
+    """φ_j − φ_i (ground: 0); the spatial arguments `axes` do not apply in the plane."""
+    return angle(q, body_j) - angle(q, body_i)
+
+
+#: Points and relative angles of planar bodies, for the force elements.
+KINEMATICS = BodyKinematics(point, relative_angle)
+
+
 def coordinate_names(bodies: Sequence[Body]) -> tuple[str, ...]:
     """`name.x`, `name.y`, `name.phi` for every body."""
     return tuple(f"{b.name}.{c}" for b in bodies for c in ("x", "y", "phi"))
@@ -284,6 +294,7 @@ def planar_mechanism(
     params=None,
     *,
     gravity: Spec = (0.0, -9.81),
+    elements: Sequence[ForceElement] = (),
     applied_forces: Callable | None = None,
     reference_q=None,
     reference_t: float = 0.0,
@@ -291,12 +302,14 @@ def planar_mechanism(
     """Assemble planar bodies and joints into a [`jaxmbs.Mechanism`][].
 
     M = diag(m₁, m₁, J₁, …); gravity acts at the centres of mass and gives the potential
-    V = −Σ mᵢ gᵀ rᵢ (so the total energy is reported); `applied_forces(t, q, qd, p)` adds
-    further generalized forces. Each joint is a constraint group; holonomic joints take the
-    first rows of [Φ ; ψ] in the given order, knife edges the following ones.
+    V = −Σ mᵢ gᵀ rᵢ; the force `elements` (`jaxmbs.joints.forces`) add their forces and the
+    potentials of their springs, so the total energy is reported; `applied_forces(t, q, qd,
+    p)` adds further generalized forces. Each joint is a constraint group; holonomic joints
+    take the first rows of [Φ ; ψ] in the given order, knife edges the following ones.
     """
     bodies = tuple(bodies)
     holonomic, pfaffian, groups = split_joints(joints, len(bodies))
+    element_set = ElementSet(check_elements(elements, len(bodies)), KINEMATICS)
 
     def masses(p):
         return jnp.stack([value(b.mass, p) for b in bodies])
@@ -309,12 +322,18 @@ def planar_mechanism(
     def potential_energy(q, p):
         g = value(gravity, p)
         positions = q.reshape(-1, 3)[:, :2]
-        return -jnp.sum(masses(p) * (positions @ g))
+        return -jnp.sum(masses(p) * (positions @ g)) + element_set.potential(q, p)
 
     def forces(t, q, qd, p):
         weight = masses(p)[:, None] * value(gravity, p)[None, :]
         out = jnp.concatenate([weight, jnp.zeros((len(bodies), 1))], axis=1).reshape(-1)
         out = out.astype(q.dtype)
+        if element_set.elements:
+            out = (
+                out
+                + element_set.conservative_force(q, p)
+                + element_set.nonconservative_force(t, q, qd, p)
+            )
         if applied_forces is not None:
             out = out + applied_forces(t, q, qd, p)
         return out
@@ -328,6 +347,7 @@ def planar_mechanism(
         coordinate_names=coordinate_names(bodies),
         constraint_groups=groups,
         potential_energy=potential_energy,
+        elements=element_set if element_set.elements else None,
         reference_q=reference_q,
         reference_t=reference_t,
     )

@@ -38,6 +38,7 @@ import numpy as np
 from ..._internal.types import Array
 from ..mechanism import Mechanism
 from ._common import PointPair, Spec, cos_sin, split_joints, value
+from .forces import BodyKinematics, ElementSet, ForceElement, check_elements
 
 COORDINATES = ("x", "y", "z", "phi", "theta", "psi")
 
@@ -426,6 +427,23 @@ def load_power(loads: Sequence[Load], t, q, qd, p) -> Array:
     return sum((load.power(t, q, qd, p) for load in loads), start=jnp.zeros((), q.dtype))
 
 
+def relative_angle(q, body_i: int | None, body_j: int | None, axis_i, reference_i, reference_j):
+    """Rotation of body j relative to body i about `axis_i` (body i's frame), in (−π, π].
+
+    With a = Aᵢ âᵢ, and uᵢ = Aᵢ rᵢ, uⱼ = Aⱼ rⱼ the reference vectors projected onto the plane
+    normal to a: δ = atan2(a · (uᵢ × uⱼ), uᵢ · uⱼ).
+    """
+    frames = body_frames(q)
+    a = frames.vector(body_i, axis_i / jnp.linalg.norm(axis_i))
+    u_i, u_j = frames.vector(body_i, reference_i), frames.vector(body_j, reference_j)
+    u_i, u_j = u_i - dot(u_i, a) * a, u_j - dot(u_j, a) * a
+    return jnp.arctan2(dot(a, jnp.cross(u_i, u_j)), dot(u_i, u_j))
+
+
+#: Points and relative angles of spatial bodies, for the force elements.
+KINEMATICS = BodyKinematics(point, relative_angle)
+
+
 def coordinate_names(bodies: Sequence[Body]) -> tuple[str, ...]:
     """`name.x`, `name.y`, `name.z`, `name.phi`, `name.theta`, `name.psi` for every body."""
     return tuple(f"{b.name}.{c}" for b in bodies for c in COORDINATES)
@@ -438,6 +456,7 @@ def spatial_mechanism(
     *,
     gravity: Spec = (0.0, 0.0, -9.81),
     loads: Sequence[Load] = (),
+    elements: Sequence[ForceElement] = (),
     applied_forces: Callable | None = None,
     reference_q=None,
     reference_t: float = 0.0,
@@ -446,14 +465,16 @@ def spatial_mechanism(
 
     T = Σ ½ mᵢ|ṙᵢ|² + ½ ω'ᵢᵀJᵢω'ᵢ and V = −Σ mᵢ gᵀrᵢ go to `Mechanism.from_lagrangian`, so M
     and the velocity-dependent terms are derived by autodiff and the total energy is
-    reported. `loads` (point forces, torques) and `applied_forces(t, q, qd, p)` add further
-    generalized forces. Each joint is a constraint group, in the given order (holonomic
+    reported. The springs of the force `elements` (`jaxmbs.joints.forces`) add to V, their
+    dampers and laws to the generalized forces, as do `loads` (point forces, torques) and
+    `applied_forces(t, q, qd, p)`. Each joint is a constraint group, in the given order (holonomic
     joints first). `reference_q` must avoid the gimbal lock (sin θ ≠ 0 for every body).
     """
     bodies = tuple(bodies)
     loads = tuple(loads)
     n_bodies = len(bodies)
     holonomic, pfaffian, groups = split_joints(joints, n_bodies)
+    element_set = ElementSet(check_elements(elements, n_bodies), KINEMATICS)
     for load in loads:
         if not 0 <= load.body < n_bodies:
             raise ValueError(f"load {load.name!r} acts on body {load.body}; there are {n_bodies}")
@@ -471,10 +492,11 @@ def spatial_mechanism(
 
     def potential_energy(q, p):
         positions = q.reshape(n_bodies, 6)[:, :3]
-        return -jnp.sum(masses(p) * dot(positions, value(gravity, p)))
+        gravity_potential = -jnp.sum(masses(p) * dot(positions, value(gravity, p)))
+        return gravity_potential + element_set.potential(q, p)
 
     def external_forces(t, q, qd, p):
-        out = jnp.zeros_like(q)
+        out = element_set.nonconservative_force(t, q, qd, p)
         for load in loads:
             out = out + load.generalized(t, q, qd, p)
         if applied_forces is not None:
@@ -500,7 +522,12 @@ def spatial_mechanism(
         jax.jit(constraints) if holonomic else None,
         jax.jit(velocity_constraints) if pfaffian else None,
         params,
-        external_forces=jax.jit(external_forces) if loads or applied_forces is not None else None,
+        external_forces=(
+            jax.jit(external_forces)
+            if loads or element_set.elements or applied_forces is not None
+            else None
+        ),
+        elements=element_set if element_set.elements else None,
         coordinate_names=coordinate_names(bodies),
         constraint_groups=groups,
         reference_q=reference_q,

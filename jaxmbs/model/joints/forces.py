@@ -1,0 +1,236 @@
+"""Force elements: springs, dampers and their laws between the bodies of a mechanism.
+
+Every element here acts along one scalar *deformation* δ(q) of the mechanism — the distance
+between two body points, a relative angle — and applies the force (or torque) f along it:
+
+    f = k (δ − δ₀) + c δ̇                (linear law), or
+    f = law(δ, δ̇, p)                     (a user's law, e.g. `one_sided`),
+
+positive f pulling δ back (tension in a spring). Its generalized force is
+
+    Q = −(∂δ/∂q)ᵀ f,                      with δ̇ = (∂δ/∂q) q̇,
+
+one reverse-mode product of δ(q) (a vjp) and one forward-mode product (a jvp). The stiffness
+part of the linear law is conservative with the potential V = ½ k (δ − δ₀)², which the
+builders add to the mechanism's potential energy, so `Solution.energy` stays the total
+mechanical energy; the remainder f_nc = c δ̇ (or the whole of a user's law) does the work
+P = −f_nc δ̇ on the system (`power`; −P ≥ 0 is the power a damper dissipates), and
+
+    E(t) − E(0) = ∫₀ᵗ Σ P dt                                        (energy balance).
+
+Coefficients are numbers, parameter keys or callables of the parameters (as the joints'
+geometry), so `jax.grad` reaches them. The builders (`planar_mechanism`,
+`spatial_mechanism`, keyword `elements=`) hand each element the functions that place a body
+point and give a relative angle (`BodyKinematics`); the elements do not depend on how the
+bodies are parametrised.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from ..._internal.types import Array
+from ._common import Spec, value
+
+ForceLaw = Callable[..., Array]  # (δ, δ̇, p) -> f
+
+
+class BodyKinematics(NamedTuple):
+    """How a builder's bodies place points and turn: what a force element needs of them.
+
+    - `point(q, body, local)`: global position of a point of `body` (None: ground) given in
+      its local frame;
+    - `relative_angle(q, body_i, body_j, axis_i, axis_j)`: the rotation angle of body j
+      relative to body i (planar: φ_j − φ_i, the axes ignored; spatial: about `axis_i`,
+      measured in the plane normal to it from a reference vector carried by each body).
+    """
+
+    point: Callable[..., Array]
+    relative_angle: Callable[..., Array]
+
+
+def one_sided(
+    stiffness: Spec, clearance: Spec = 0.0, damping: Spec = 0.0, sharpness: Spec = 1e-4
+) -> ForceLaw:
+    """A smooth one-sided law (bump stop, tyre lift-off): f = k s(δ − δ_c) + c δ̇ σ(δ − δ_c),
+
+    with s(x) = ½ (x + √(x² + ε²)) a smooth ramp (≈ max(x, 0) beyond |x| ≫ ε, ε = `sharpness`
+    in units of δ) and σ = s′ its smooth step: no force while δ < δ_c (the stop is open),
+    a spring and damper once it closes. Positive δ − δ_c compresses the stop.
+    """
+
+    def law(delta, delta_dot, p):
+        x = delta - value(clearance, p)
+        eps = value(sharpness, p)
+        root = jnp.sqrt(x * x + eps * eps)
+        ramp, step = 0.5 * (x + root), 0.5 * (1.0 + x / root)
+        return value(stiffness, p) * ramp + value(damping, p) * delta_dot * step
+
+    return law
+
+
+@dataclasses.dataclass(frozen=True)
+class _ScalarElement:
+    """An element acting along a scalar deformation δ(q) (module docstring).
+
+    `stiffness`, `damping` and the reference `free_value` δ₀ define the linear law; a `law`
+    replaces it (then no potential is reported: all of its work counts as external).
+    """
+
+    name: str
+    stiffness: Spec = 0.0
+    damping: Spec = 0.0
+    law: ForceLaw | None = None
+
+    def deformation(self, kit: BodyKinematics, q, p) -> Array:
+        raise NotImplementedError
+
+    def reference(self, p) -> Array:
+        """δ₀, where the spring is relaxed."""
+        raise NotImplementedError
+
+    def _rate(self, kit, q, qd, p) -> tuple[Array, Array]:
+        """(δ, δ̇) by one jvp of δ(q) along q̇."""
+        return jax.jvp(lambda q_: self.deformation(kit, q_, p), (q,), (qd,))
+
+    def _nonconservative(self, delta, delta_dot, p) -> Array:
+        if self.law is not None:
+            return self.law(delta, delta_dot, p)
+        return value(self.damping, p) * delta_dot
+
+    def force(self, kit: BodyKinematics, t, q, qd, p) -> Array:
+        """The element's force f (tension positive) or torque at a state."""
+        delta, delta_dot = self._rate(kit, q, qd, p)
+        f = self._nonconservative(delta, delta_dot, p)
+        if self.law is None:
+            f = f + value(self.stiffness, p) * (delta - self.reference(p))
+        return f
+
+    def potential(self, kit: BodyKinematics, q, p) -> Array:
+        """V = ½ k (δ − δ₀)² (zero for a user's law)."""
+        if self.law is not None:
+            return jnp.zeros((), q.dtype)
+        stretch = self.deformation(kit, q, p) - self.reference(p)
+        return 0.5 * value(self.stiffness, p) * stretch**2
+
+    def nonconservative_force(self, kit: BodyKinematics, t, q, qd, p) -> Array:
+        """Q_nc = −(∂δ/∂q)ᵀ f_nc, the part of the generalized force without a potential."""
+        delta, pullback = jax.vjp(lambda q_: self.deformation(kit, q_, p), q)
+        delta_dot = jax.jvp(lambda q_: self.deformation(kit, q_, p), (q,), (qd,))[1]
+        f = self._nonconservative(delta, delta_dot, p)
+        return -pullback(jnp.asarray(f, q.dtype))[0]
+
+    def power(self, kit: BodyKinematics, t, q, qd, p) -> Array:
+        """P = −f_nc δ̇, the work per unit time of the non-conservative part on the system."""
+        delta, delta_dot = self._rate(kit, q, qd, p)
+        return -self._nonconservative(delta, delta_dot, p) * delta_dot
+
+
+@dataclasses.dataclass(frozen=True)
+class SpringDamper(_ScalarElement):
+    """A translational spring-damper between point_i of body_i and point_j of body_j.
+
+    δ = |P_j − P_i| (the element's length), δ₀ = `free_length`; f > 0 pulls the points
+    together. Planar or spatial by the builder it is given to. The length must stay
+    positive (the direction of the force is undefined at δ = 0).
+    """
+
+    body_i: int | None = None
+    point_i: Spec = (0.0, 0.0)
+    body_j: int | None = None
+    point_j: Spec = (0.0, 0.0)
+    free_length: Spec = 0.0
+
+    def deformation(self, kit, q, p) -> Array:
+        d = kit.point(q, self.body_j, value(self.point_j, p)) - kit.point(
+            q, self.body_i, value(self.point_i, p)
+        )
+        return jnp.sqrt(jnp.sum(d * d))
+
+    def reference(self, p) -> Array:
+        return value(self.free_length, p)
+
+
+@dataclasses.dataclass(frozen=True)
+class RotationalSpringDamper(_ScalarElement):
+    """A torsional spring-damper between body_i and body_j (ground: None).
+
+    Planar: δ = φ_j − φ_i, across a revolute joint (no winding limit). Spatial: δ is the
+    rotation of body j relative to body i about `axis_i` (body i's frame), measured from
+    `reference_j` (a body-j vector perpendicular to its joint axis) against `reference_i`;
+    it lies in (−π, π]. δ₀ = `free_angle`; the torque f > 0 turns δ back.
+    """
+
+    body_i: int | None = None
+    body_j: int | None = None
+    free_angle: Spec = 0.0
+    axis_i: Spec = (0.0, 0.0, 1.0)
+    reference_i: Spec = (1.0, 0.0, 0.0)
+    reference_j: Spec = (1.0, 0.0, 0.0)
+
+    def deformation(self, kit, q, p) -> Array:
+        return kit.relative_angle(
+            q,
+            self.body_i,
+            self.body_j,
+            value(self.axis_i, p),
+            value(self.reference_i, p),
+            value(self.reference_j, p),
+        )
+
+    def reference(self, p) -> Array:
+        return value(self.free_angle, p)
+
+
+ForceElement = SpringDamper | RotationalSpringDamper
+
+
+def check_elements(elements: Sequence[ForceElement], n_bodies: int) -> tuple[ForceElement, ...]:
+    """Check names and body indices before anything is traced."""
+    elements = tuple(elements)
+    names = [e.name for e in elements]
+    if len(set(names)) != len(names):
+        raise ValueError(f"force element names must be unique, got {names}")
+    for e in elements:
+        for body in (e.body_i, e.body_j):
+            if body is not None and not 0 <= body < n_bodies:
+                raise ValueError(
+                    f"force element {e.name!r} refers to body {body}; there are {n_bodies}"
+                )
+    return elements
+
+
+class ElementSet(NamedTuple):
+    """The force elements of a mechanism with the kinematics of its bodies; the builders'
+    sums over them and the readback along a solution."""
+
+    elements: tuple[ForceElement, ...]
+    kit: BodyKinematics
+
+    def potential(self, q, p) -> Array:
+        """Σ V of the conservative parts."""
+        return sum((e.potential(self.kit, q, p) for e in self.elements), jnp.zeros((), q.dtype))
+
+    def nonconservative_force(self, t, q, qd, p) -> Array:
+        """Σ Q_nc."""
+        return sum(
+            (e.nonconservative_force(self.kit, t, q, qd, p) for e in self.elements),
+            jnp.zeros_like(q),
+        )
+
+    def conservative_force(self, q, p) -> Array:
+        """−∂(Σ V)/∂q."""
+        return -jax.grad(self.potential)(q, p)
+
+    def forces(self, t, q, qd, p) -> dict[str, Array]:
+        """Each element's force or torque f by name."""
+        return {e.name: e.force(self.kit, t, q, qd, p) for e in self.elements}
+
+    def power(self, t, q, qd, p) -> Array:
+        """Σ P, the power of the non-conservative parts on the system (≤ 0 for dampers)."""
+        return sum((e.power(self.kit, t, q, qd, p) for e in self.elements), jnp.zeros((), q.dtype))
