@@ -9,7 +9,7 @@ at most a stray `.chunk-….tmp` per killed writer, which nothing reads).
 The manifest holds a fingerprint of the study: SHA-256 digests of the mechanism (its static
 description, functions by module, qualified name and code), the inputs (every array's
 dtype, shape and bytes), the times, the options (simulate's keyword arguments, the response
-function, what is kept) and the chunking, and the numerics (float width, JAX version).
+function, what is kept) and the chunking, and the numerics (float width, JAX version, platform).
 A call with the same arguments finds the manifest equal and reads the finished chunks
 instead of computing them; a call with different ones is refused, naming the parts that
 differ. Every chunk file repeats the fingerprint and its sample range, so a file from
@@ -184,6 +184,11 @@ class ChunkStore:
         or lacks one of the arrays.
         """
         path = self.path(start, stop)
+        if not path.exists():
+            raise ValueError(
+                f"{path} is missing: the process that computed samples {start} … {stop - 1} "
+                "did not finish them (run the study again to compute them)"
+            )
         with np.load(path, allow_pickle=False) as f:
             if str(f["study"]) != self.study or (int(f["start"]), int(f["stop"])) != (
                 start,

@@ -291,7 +291,7 @@ def monte_carlo(
                 "times": (t_span, saveat),
                 "options": (simulate_kwargs, response, keep_solutions, vectorize),
                 "chunks": (size, chunk),
-                "numerics": (str(dtype), jax.__version__),
+                "numerics": (str(dtype), jax.__version__, devices[0].platform),
             }
         )
         info = {"n_samples": size, "chunk_size": chunk, "n_chunks": n_chunks}
