@@ -231,6 +231,16 @@ def test_changed_argument_is_refused_before_computing(finished, no_samples, chan
     assert chunk_files(finished) == before
 
 
+def test_chunk_file_of_another_study_is_refused_before_computing(finished, no_samples, tmp_path):
+    """A chunk file copied from another study's directory is never read as this one's."""
+    other = tmp_path / "other"
+    other.mkdir()
+    name = sorted(chunk_files(finished))[1]
+    (other / name).write_bytes((finished / name).read_bytes())
+    with pytest.raises(ValueError, match=f"{name} was written by another study"):
+        run(checkpoint_dir=other, rtol=1e-6)
+
+
 def test_invalid_output_arguments_are_refused_before_computing(tmp_path, no_samples):
     (tmp_path / "file").write_text("not a directory")
     with pytest.raises(ValueError, match=r"\.npz or \.csv"):

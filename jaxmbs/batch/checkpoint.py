@@ -169,8 +169,16 @@ class ChunkStore:
         return self.directory / f"chunk-{start:09d}-{stop - 1:09d}.npz"
 
     def finished(self, start: int, stop: int) -> bool:
-        """Whether the chunk of samples `start … stop − 1` has its file."""
-        return self.path(start, stop).exists()
+        """Whether the chunk of samples `start … stop − 1` has its file.
+
+        **Raises:** `ValueError` when the file belongs to another study or sample range.
+        """
+        path = self.path(start, stop)
+        if not path.exists():
+            return False
+        with np.load(path, allow_pickle=False) as f:
+            self._check(f, path, start, stop)
+        return True
 
     def write(self, start: int, stop: int, arrays: Mapping[str, np.ndarray]) -> None:
         """Write the chunk's arrays (leading axis stop − start) with the study and range."""
@@ -180,8 +188,8 @@ class ChunkStore:
     def read(self, start: int, stop: int, names: list[str]) -> dict[str, np.ndarray]:
         """The arrays `names` of the chunk of samples `start … stop − 1`.
 
-        **Raises:** `ValueError` when the file belongs to another study or sample range,
-        or lacks one of the arrays.
+        **Raises:** `ValueError` when the file is missing, belongs to another study or
+        sample range, or lacks one of the arrays.
         """
         path = self.path(start, stop)
         if not path.exists():
@@ -190,12 +198,12 @@ class ChunkStore:
                 "did not finish them (run the study again to compute them)"
             )
         with np.load(path, allow_pickle=False) as f:
-            if str(f["study"]) != self.study or (int(f["start"]), int(f["stop"])) != (
-                start,
-                stop,
-            ):
-                raise ValueError(f"{path} was written by another study or for other samples")
+            self._check(f, path, start, stop)
             missing = sorted(set(names) - set(f.files))
             if missing:
                 raise ValueError(f"{path} lacks the arrays {missing}")
             return {name: f[name] for name in names}
+
+    def _check(self, f: Any, path: Path, start: int, stop: int) -> None:
+        if str(f["study"]) != self.study or (int(f["start"]), int(f["stop"])) != (start, stop):
+            raise ValueError(f"{path} was written by another study or for other samples")

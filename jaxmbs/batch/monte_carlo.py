@@ -296,6 +296,8 @@ def monte_carlo(
         )
         info = {"n_samples": size, "chunk_size": chunk, "n_chunks": n_chunks}
         store = ChunkStore.open(directory, digests, info)
+    mine = range(n_chunks)[_even_share(n_chunks, jax.process_index(), jax.process_count())]
+    todo = [k for k in mine if store is None or not store.finished(*ranges[k])]
     batched, shared = eqx.partition(inputs, mask)
     shared = jax.device_put(shared, NamedSharding(mesh, P()))
     split = NamedSharding(mesh, P(AXIS))
@@ -311,8 +313,6 @@ def monte_carlo(
     shapes = eqx.filter_eval_shape(_run_chunk, kernel, part(0), shared, t_span, saveat, *options)
     outputs = jax.tree_util.tree_map(lambda s: np.empty((size, *s.shape[1:]), s.dtype), shapes)
     targets = _output_arrays(*outputs)
-    mine = range(n_chunks)[_even_share(n_chunks, jax.process_index(), jax.process_count())]
-    todo = [k for k in mine if store is None or not store.finished(*ranges[k])]
     start_time = time.perf_counter()
     first_chunk = None
     bar = _progress_bar(len(todo), progress)
