@@ -135,7 +135,9 @@ class ChunkStore:
         self.study = digests["study"]
 
     @classmethod
-    def open(cls, directory: Path, digests: Mapping[str, str], info: Mapping[str, Any]):
+    def open(
+        cls, directory: Path, digests: Mapping[str, str], info: Mapping[str, Any]
+    ) -> ChunkStore:
         """Open `directory` for the study with these digests ([`fingerprint`][]).
 
         `info` (sample count, chunk size, …) is written to a new manifest for the reader.
