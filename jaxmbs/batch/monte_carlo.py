@@ -11,12 +11,27 @@ run with `throw=False`, so a failed sample (non-finite parameter, inconsistent s
 singular configuration, step failure, step limit) is frozen, flagged by its result code
 and costs the others nothing.
 
-**Multi-host.** With several hosts, call `jax.distributed.initialize()` on each, give each
-process its share of the batch with [`jaxmbs.process_share`][] and run `monte_carlo` there
-(it shards over that host's local devices); save one file per process
-(`save=f"mc-{jax.process_index()}.npz"`) and concatenate in sample order (the returned
-slice says where each share belongs). No communication between hosts is needed: the
-samples are independent.
+**Checkpoints.** With `checkpoint_dir=`, every finished chunk is written to that directory
+at once, atomically, with the study's fingerprint (`jaxmbs.batch.checkpoint`). A run that
+dies loses at most the chunks in flight: the same call again reads the finished chunks and
+computes only the others, and the results are those of an uninterrupted run, bit for bit
+(the same compiled program on the same samples). A directory of another study is refused.
+
+**Several processes.** Under `jax.distributed.initialize(...)` (one process per host, or
+several on one), every process calls `monte_carlo` with the same arguments, the whole batch
+and a `checkpoint_dir` they all share (on several hosts: a shared file system). The chunks
+are split among the processes in contiguous blocks (process i of P takes chunks
+⌊iK/P⌉ … ⌊(i+1)K/P⌉ − 1 of K); each runs its block on its local devices and writes the
+chunk files; after a barrier (`jax.experimental.multihost_utils.sync_global_devices`) every
+process reads the others' chunks and returns the whole result, in sample order. The chunk
+grid depends only on the batch and `chunk_size`, so a study can be resumed with any number
+of processes.
+
+**Memory.** The host holds the per-sample outputs (result code, diagnostics, responses:
+a few numbers per sample) and, with `keep_solutions=True`, the trajectories; the devices
+hold one chunk. Statistics are exact, computed from the per-sample outputs: a large study sets
+`keep_solutions=False` (trajectories are then neither kept nor written to the chunk files)
+and holds ~8 bytes per sample and output number, plus the inputs it was given.
 
 **vmap or map.** On accelerators the samples of a chunk are vmapped. On CPU they are
 vmapped only when a sample calls no LAPACK routine (`lapack_free`: the `banded`
@@ -68,7 +83,9 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import json
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -79,6 +96,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -92,6 +110,7 @@ from ..integrate import (
     result_index,
     simulate,
 )
+from .checkpoint import ChunkStore, atomic_write, check_directory, fingerprint
 
 if TYPE_CHECKING:
     from ..model import Mechanism
@@ -128,7 +147,11 @@ class MonteCarloResult:
     - `chunk_size`, `n_chunks`: the chunking actually used (chunk size rounded up to a
       multiple of the number of devices).
     - `devices`: the devices the chunks were sharded over.
-    - `timings`: wall seconds of the first chunk (includes compilation) and of the whole run.
+    - `timings`: wall seconds of the first chunk computed (includes compilation; None when
+      all were read from the checkpoint directory) and of the whole run.
+    - `chunks_computed`: the chunks (indices in sample order) this call computed.
+    - `chunks_loaded`: the chunks it read from `checkpoint_dir` instead: finished by an
+      earlier run, or by the other processes.
     """
 
     result: np.ndarray
@@ -140,7 +163,9 @@ class MonteCarloResult:
     chunk_size: int
     n_chunks: int
     devices: tuple[str, ...]
-    timings: dict[str, float]
+    timings: dict[str, float | None]
+    chunks_computed: tuple[int, ...]
+    chunks_loaded: tuple[int, ...]
 
     @property
     def successful(self) -> np.ndarray:
@@ -154,16 +179,13 @@ class MonteCarloResult:
         the diagnostics and the responses (array-valued ones one column per element);
         trajectories are only in the NPZ file (`solution.q`, … with a leading sample axis).
         """
-        path = Path(path)
+        path = _check_save_path(path)
         if path.suffix == ".npz":
-            arrays = {"result": self.result, **_prefixed("inputs", self.inputs)}
-            arrays.update(_prefixed("diagnostics", self.diagnostics))
-            arrays.update(_prefixed("responses", _named_leaves(self.responses)))
-            if self.solutions is not None:
-                arrays.update(_prefixed("solution", _named_leaves(self.solutions)))
+            arrays = _output_arrays(self.solutions, self.responses, self.diagnostics, self.result)
+            arrays.update(_prefixed("inputs", self.inputs))
             arrays["statistics_json"] = np.array(json.dumps(self.statistics))
-            np.savez(path, **arrays)
-        elif path.suffix == ".csv":
+            atomic_write(path, lambda f: np.savez(f, **arrays))
+        else:
             columns = {"sample": np.arange(self.result.shape[0]), "result": self.result}
             columns["result_name"] = np.array([RESULT_NAMES[int(c)] for c in self.result])
             for group in (
@@ -173,12 +195,8 @@ class MonteCarloResult:
             ):
                 for name, values in group.items():
                     columns.update(_columns(name, values))
-            with open(path, "w", newline="") as f:
-                writer = csv.writer(f)
-                writer.writerow(columns)
-                writer.writerows(zip(*(col.tolist() for col in columns.values()), strict=True))
-        else:
-            raise ValueError(f"save path must end in .npz or .csv, got {path.name!r}")
+            rows = zip(*(col.tolist() for col in columns.values()), strict=True)
+            atomic_write(path, lambda f: _write_csv(f, [list(columns), *rows]))
         return path
 
 
@@ -197,6 +215,7 @@ def monte_carlo(
     vectorize: bool | None = None,
     progress: bool = False,
     save: str | Path | None = None,
+    checkpoint_dir: str | Path | None = None,
     **simulate_kwargs,
 ) -> MonteCarloResult:
     """Simulate a batch of samples (initial conditions and/or parameters) at once.
@@ -224,9 +243,15 @@ def monte_carlo(
       ([`jaxmbs.lapack_free`][]; batched LAPACK calls can deadlock in jaxlib 0.10.2, see the
       module notes). Results agree to round-off.
     - `progress`: show a progress bar over the chunks.
-    - `save`: write the result to this `.npz` or `.csv` path (see `MonteCarloResult.save`).
+    - `save`: write the result to this `.npz` or `.csv` path (see `MonteCarloResult.save`;
+      under `jax.distributed`, process 0 writes it).
+    - `checkpoint_dir`: write every finished chunk to this directory and resume from the
+      chunks found there (see the module notes); needed with several processes.
     - `simulate_kwargs`: passed to [`jaxmbs.simulate`][] (`method`, `stabilization`, `rtol`,
       `atol`, `solver`, `max_steps`, …); `throw` is always False here.
+
+    All arguments are checked, and a checkpoint directory of another study refused, before
+    any sample runs.
 
     **Returns:** a [`jaxmbs.MonteCarloResult`][].
     """
@@ -236,6 +261,13 @@ def monte_carlo(
                 f"monte_carlo sets {key!r} itself (per-sample result codes, batched params); "
                 "do not pass it"
             )
+    save = None if save is None else _check_save_path(save)
+    directory = None if checkpoint_dir is None else check_directory(checkpoint_dir)
+    if directory is None and jax.process_count() > 1:
+        raise ValueError(
+            f"with {jax.process_count()} processes (jax.distributed), give checkpoint_dir=: a "
+            "directory all processes share, where each writes its chunks and reads the others'"
+        )
     dtype = jnp.result_type(float)
     inputs, mask, size = _batch_inputs(mechanism, batch, q0, qd0, dtype)
     if mechanism.structure is None:  # analysed here, on concrete data, never under jit
@@ -249,46 +281,68 @@ def monte_carlo(
         vectorize = devices[0].platform != "cpu" or lapack_free(mechanism, **simulate_kwargs)
     chunk = _chunk_size(chunk_size, size, len(devices))
     n_chunks = -(-size // chunk)
+    ranges = [(k * chunk, min((k + 1) * chunk, size)) for k in range(n_chunks)]
+    store = None
+    if directory is not None:
+        digests = fingerprint(
+            {
+                "mechanism": _static_description(mechanism),
+                "inputs": (inputs, mask),
+                "times": (t_span, saveat),
+                "options": (simulate_kwargs, response, keep_solutions, vectorize),
+                "chunks": (size, chunk),
+                "numerics": (str(dtype), jax.__version__, devices[0].platform),
+            }
+        )
+        info = {"n_samples": size, "chunk_size": chunk, "n_chunks": n_chunks}
+        store = ChunkStore.open(directory, digests, info)
+    mine = range(n_chunks)[_even_share(n_chunks, jax.process_index(), jax.process_count())]
+    todo = [k for k in mine if store is None or not store.finished(*ranges[k])]
     batched, shared = eqx.partition(inputs, mask)
-    padded = jax.tree_util.tree_map(lambda x: _pad(x, n_chunks * chunk), batched)
     shared = jax.device_put(shared, NamedSharding(mesh, P()))
     split = NamedSharding(mesh, P(AXIS))
     kernel = mechanism.replace_params(None)  # parameters travel as (traced) inputs
+    options = (simulate_kwargs, response, keep_solutions, mesh, vectorize)
 
-    def launch(k: int):
-        part = jax.tree_util.tree_map(lambda x: x[k * chunk : (k + 1) * chunk], padded)
-        part = jax.device_put(part, split)
-        return _run_chunk(
-            kernel,
-            part,
-            shared,
-            t_span,
-            saveat,
-            simulate_kwargs,
-            response,
-            keep_solutions,
-            mesh,
-            vectorize,
+    def part(k: int):
+        start, stop = ranges[k]
+        return jax.tree_util.tree_map(lambda x: _pad(x[start:stop], chunk), batched)
+
+    # The outputs' structure, traced (not compiled) before any sample runs; the host
+    # arrays of all samples are filled chunk by chunk.
+    shapes = eqx.filter_eval_shape(_run_chunk, kernel, part(0), shared, t_span, saveat, *options)
+    outputs = jax.tree_util.tree_map(lambda s: np.empty((size, *s.shape[1:]), s.dtype), shapes)
+    targets = _output_arrays(*outputs)
+    start_time = time.perf_counter()
+    first_chunk = None
+    bar = _progress_bar(len(todo), progress)
+    for k in todo:
+        out = jax.device_get(
+            _run_chunk(kernel, jax.device_put(part(k), split), shared, t_span, saveat, *options)
         )
-
-    start = time.perf_counter()
-    outputs, first_chunk = [], None
-    bar = _progress_bar(n_chunks, progress)
-    for k in range(n_chunks):
-        outputs.append(jax.device_get(launch(k)))
+        start, stop = ranges[k]
+        arrays = {name: values[: stop - start] for name, values in _output_arrays(*out).items()}
+        if store is not None:
+            store.write(start, stop, arrays)
+        for name, values in arrays.items():
+            targets[name][start:stop] = values
         if first_chunk is None:
-            first_chunk = time.perf_counter() - start
+            first_chunk = time.perf_counter() - start_time
         bar.update(1)
     bar.close()
-    total = time.perf_counter() - start
-    solutions, responses, diagnostics, codes = jax.tree_util.tree_map(
-        lambda *xs: np.concatenate(xs)[:size], *outputs
-    )
+    if jax.process_count() > 1:
+        multihost_utils.sync_global_devices(f"jaxmbs.monte_carlo {store.study}")
+    loaded = [k for k in range(n_chunks) if k not in todo]
+    for k in loaded:
+        start, stop = ranges[k]
+        for name, values in store.read(start, stop, list(targets)).items():
+            targets[name][start:stop] = values
+    solutions, responses, diagnostics, codes = outputs
     named_inputs = {
         name: np.asarray(values)
         for name, values in _named_leaves(jax.tree_util.tree_map(np.asarray, batched)).items()
     }
-    out = MonteCarloResult(
+    result = MonteCarloResult(
         result=codes,
         solutions=solutions,
         responses=responses,
@@ -298,11 +352,13 @@ def monte_carlo(
         chunk_size=chunk,
         n_chunks=n_chunks,
         devices=tuple(str(d) for d in devices),
-        timings={"first_chunk_s": first_chunk, "total_s": total},
+        timings={"first_chunk_s": first_chunk, "total_s": time.perf_counter() - start_time},
+        chunks_computed=tuple(todo),
+        chunks_loaded=tuple(loaded),
     )
-    if save is not None:
-        out.save(save)
-    return out
+    if save is not None and jax.process_index() == 0:
+        result.save(save)
+    return result
 
 
 def lapack_free(
@@ -424,16 +480,20 @@ def process_share(
     """
     index = jax.process_index() if process_index is None else int(process_index)
     count = jax.process_count() if process_count is None else int(process_count)
-    if not 0 <= index < count:
-        raise ValueError(f"process_index must be in [0, {count}), got {index}")
-    size = _leading_size(batch)
-    bounds = np.linspace(0, size, count + 1).round().astype(int)
-    share = slice(int(bounds[index]), int(bounds[index + 1]))
+    share = _even_share(_leading_size(batch), index, count)
     sub = {
         key: jax.tree_util.tree_map(lambda x: np.asarray(x)[share], value)
         for key, value in batch.items()
     }
     return sub, share
+
+
+def _even_share(size: int, index: int, count: int) -> slice:
+    """Share `index` of `count` of `size` items in order: ⌊i·size/count⌉ … ⌊(i+1)·size/count⌉."""
+    if not 0 <= index < count:
+        raise ValueError(f"process_index must be in [0, {count}), got {index}")
+    bounds = np.linspace(0, size, count + 1).round().astype(int)
+    return slice(int(bounds[index]), int(bounds[index + 1]))
 
 
 def _leading_size(batch: Mapping[str, Any]) -> int:
@@ -543,6 +603,33 @@ def _pad(x: np.ndarray, size: int) -> np.ndarray:
     return x if extra == 0 else np.concatenate([x, np.repeat(x[-1:], extra, axis=0)])
 
 
+def _check_save_path(path: str | Path) -> Path:
+    """`path` as a Path: a `.npz` or `.csv` file in an existing directory."""
+    if not isinstance(path, str | os.PathLike):
+        raise ValueError(f"save must be a path, got {type(path).__name__}")
+    path = Path(path)
+    if path.suffix not in (".npz", ".csv"):
+        raise ValueError(f"save path must end in .npz or .csv, got {path.name!r}")
+    if not path.parent.is_dir():
+        raise ValueError(f"save path's directory {str(path.parent)!r} does not exist")
+    return path
+
+
+def _write_csv(f, rows) -> None:
+    text = io.TextIOWrapper(f, encoding="utf-8", newline="")
+    csv.writer(text).writerows(rows)
+    text.flush()
+    text.detach()
+
+
+def _static_description(mechanism: Mechanism) -> tuple:
+    """The mechanism for the fingerprint: its fields, and its structure without the
+    conditioning hint `smallest_pivot` (round-off that may differ between hosts)."""
+    fields = {f.name: getattr(mechanism, f.name) for f in dataclasses.fields(mechanism)}
+    structure = fields.pop("structure")
+    return fields, dataclasses.replace(structure, smallest_pivot=0.0)
+
+
 def _progress_bar(total: int, enabled: bool):
     from tqdm.auto import tqdm
 
@@ -577,6 +664,15 @@ def _named_leaves(tree) -> dict[str, np.ndarray]:
     return {
         ".".join(_key_name(k) for k in path) or "value": np.asarray(leaf) for path, leaf in leaves
     }
+
+
+def _output_arrays(solutions, responses, diagnostics, codes) -> dict[str, np.ndarray]:
+    """The per-sample outputs by file name (`result`, `diagnostics.…`, `responses.…`,
+    `solution.…`), as in the NPZ files of `MonteCarloResult.save` and of the checkpoints."""
+    arrays = {"result": codes, **_prefixed("diagnostics", diagnostics)}
+    arrays.update(_prefixed("responses", _named_leaves(responses)))
+    arrays.update(_prefixed("solution", _named_leaves(solutions)))
+    return arrays
 
 
 def _prefixed(prefix: str, named: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
