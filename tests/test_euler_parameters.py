@@ -65,6 +65,19 @@ def test_conversions_round_trip():
         assert_close(omega, [W[2, 1], W[0, 2], W[1, 0]], 0, 1e-9, "ω' = 2Gė")
         assert_close(W + W.T, 0.0, 0, 1e-9, "Aᵀ Ȧ skew")
 
+    # A mixed layout reports every body's orientation in all three forms.
+    layout = spatial.Layout(("a", "b", "c"), ("zxz", "euler_parameters", "zxz"))
+    kinds = layout.orientations
+    q = np.concatenate(
+        [spatial.pose(rng.normal(size=3), A, k) for A, k in zip(matrices[:3], kinds, strict=True)]
+    )
+    assert layout.n == q.size == 19 and layout.coordinates(1) == slice(6, 13)
+    assert_close(layout.rotations(jnp.asarray(q)), matrices[:3], 0, 1e-15, "rotations")
+    A_e = orientation.parameter_rotation(layout.euler_parameters(jnp.asarray(q)))
+    assert_close(A_e, matrices[:3], 0, 1e-15, "as Euler parameters")
+    A_zxz = orientation.rotation(layout.zxz_angles(jnp.asarray(q)))
+    assert_close(A_zxz, matrices[:3], 0, 1e-14, "as ZXZ angles")
+
     for bad in (2 * np.eye(3), np.diag([1.0, 1.0, -1.0])):
         with pytest.raises(ValueError, match="rotation"):
             orientation.euler_parameters(bad)

@@ -5,7 +5,8 @@ matrix (Haug 1989, eq 6.3.19; Nikravesh 1988, eq 6.21)
 
     A(e) = (2e₀² − 1) I + 2 (ē ēᵀ + e₀ ẽ),
 
-with ẽ the cross-product matrix of ē; e and −e are the same orientation, and no orientation is
+with ẽ the cross-product matrix of ē (`parameter_rotation` evaluates it in a form that is
+also a rotation off eᵀe = 1); e and −e are the same orientation, and no orientation is
 singular. ZXZ Euler angles (φ, θ, ψ) give A = R_z(φ) R_x(θ) R_z(ψ), singular (gimbal lock) where
 sin θ = 0. The conversions below go between the three; the NumPy ones (`euler_angles`,
 `euler_parameters`) run outside jit, on concrete inputs, and check them.
@@ -37,20 +38,28 @@ def rotation(angles) -> Array:
 
 
 def parameter_rotation(e) -> Array:
-    """Rotation matrix A(e) = (2e₀² − 1) I + 2 (ē ēᵀ + e₀ ẽ) of Euler parameters e.
+    """Rotation matrix of Euler parameters e,
 
-    Vectorised: `e` of shape (..., 4) gives matrices of shape (..., 3, 3). The formula is the
-    one of Haug and Nikravesh; it is orthogonal where eᵀe = 1 (the normalisation constraint
-    holds it there).
+        A(e) = [(e₀² − ēᵀē) I + 2 ē ēᵀ + 2 e₀ ẽ] / (eᵀe),
+
+    which where eᵀe = 1 is Haug's and Nikravesh's (2e₀² − 1) I + 2 (ē ēᵀ + e₀ ẽ). The numerator
+    is the quadratic form of the quaternion rotation, orthogonal up to the factor eᵀe, so A is
+    a rotation for every e ≠ 0 and does not change when e is scaled: (∂A/∂e) e = 0. A joint's
+    rows then have no component along e, and the normalisation eᵀe − 1 = 0 (whose row is
+    2eᵀ) is orthogonal to every joint row: its reaction is unique, and the joints' reactions
+    hold no share of it, redundant joints or not.
+
+    Vectorised: `e` of shape (..., 4) gives matrices of shape (..., 3, 3).
     """
     e0, e1, e2, e3 = e[..., 0], e[..., 1], e[..., 2], e[..., 3]
-    d = 2 * e0 * e0 - 1
+    d = e0 * e0 - e1 * e1 - e2 * e2 - e3 * e3
     rows = (
         (d + 2 * e1 * e1, 2 * (e1 * e2 - e0 * e3), 2 * (e1 * e3 + e0 * e2)),
         (2 * (e2 * e1 + e0 * e3), d + 2 * e2 * e2, 2 * (e2 * e3 - e0 * e1)),
         (2 * (e3 * e1 - e0 * e2), 2 * (e3 * e2 + e0 * e1), d + 2 * e3 * e3),
     )
-    return jnp.stack([jnp.stack(row, axis=-1) for row in rows], axis=-2)
+    A = jnp.stack([jnp.stack(row, axis=-1) for row in rows], axis=-2)
+    return A / jnp.sum(e * e, axis=-1)[..., None, None]
 
 
 def body_rate_matrix(e) -> Array:

@@ -6,7 +6,8 @@ two kinds (`Body(..., orientation=...)`; a mechanism may mix them):
 - `"euler_parameters"` (the default): e = (e₀, e₁, e₂, e₃), 7 coordinates, with the rotation
   matrix A(e) = (2e₀² − 1) I + 2 (ē ēᵀ + e₀ ẽ) and the normalisation eᵀe − 1 = 0 as a
   holonomic row of its own (Haug 1989, §6.3; Nikravesh 1988, §6.3). No orientation is
-  singular.
+  singular. A(e) is evaluated in a form invariant to the scale of e (`parameter_rotation`),
+  so joint rows are orthogonal to the normalisation rows and both reactions stay separate.
 - `"zxz"`: ZXZ Euler angles (φ, θ, ψ), 6 coordinates, A = R_z(φ) R_x(θ) R_z(ψ)
   (Pękal–Frączek 2016, §1). The mass matrix is singular at the gimbal lock sin θ = 0; choose
   body frames so that θ stays away from 0 and π (e.g. a body's local z axis horizontal).
@@ -21,8 +22,8 @@ Kinetic energy (Lagrangian form, `Mechanism.from_lagrangian`):
     T = Σ ½ mᵢ |ṙᵢ|² + ½ ω'ᵢᵀ Jᵢ ω'ᵢ  (+ ½ J̄ᵢ (2 eᵢᵀ ėᵢ)² for Euler parameters),
 
 with the body-frame angular velocity ω' = 2 G(e) ė for Euler parameters (Nikravesh 1988,
-eq 6.98), and read off the skew-symmetric matrix Aᵀ Ȧ for ZXZ angles (Ȧ = Σₖ (∂A/∂eₖ) ėₖ by
-forward-mode autodiff of `rotation`). With Euler parameters ½ ω'ᵀJω' = 2 ėᵀ GᵀJG ė is singular
+eq 6.98), and read off the skew-symmetric matrix Aᵀ Ȧ for ZXZ angles α (Ȧ = Σₖ (∂A/∂αₖ) α̇ₖ
+by forward-mode autodiff of `rotation`). With Euler parameters ½ ω'ᵀJω' = 2 ėᵀ GᵀJG ė is singular
 along e (G e = 0); the last term, with J̄ = tr J / 3, completes it: 2 eᵀė is the fourth
 component of Nikravesh's 4-vector 2 [eᵀ; G] ė and vanishes wherever the normalisation's
 velocity constraint eᵀė = 0 holds, so the motion, the multipliers and the energy on the
@@ -222,6 +223,7 @@ class Layout:
 
     @classmethod
     def from_bodies(cls, bodies: Sequence[Body]) -> Layout:
+        """The layout of `spatial_mechanism(bodies, …)`: the bodies in the given order."""
         return cls(tuple(b.name for b in bodies), tuple(b.orientation for b in bodies))
 
     @classmethod
@@ -244,6 +246,7 @@ class Layout:
 
     @property
     def widths(self) -> np.ndarray:
+        """The number of coordinates of every body: 7 (Euler parameters) or 6 (ZXZ)."""
         return np.array([len(COORDINATES[o]) for o in self.orientations], dtype=int)
 
     @property
@@ -253,6 +256,7 @@ class Layout:
 
     @property
     def n(self) -> int:
+        """The number of coordinates of all bodies."""
         return int(np.sum(self.widths))
 
     def coordinates(self, body: int) -> slice:
@@ -299,7 +303,7 @@ class Layout:
         return self._per_kind({EULER_PARAMETERS: parameter_rotation, ZXZ: rotation}, q)
 
     def body_angular_velocities(self, q, qd) -> Array:
-        """ω' of every body in its own frame, shape (N, 3): 2 G(e) ė, or from Aᵀ Ȧ."""
+        """ω' of every body in its own frame, shape (..., N, 3): 2 G(e) ė, or from Aᵀ Ȧ."""
         functions = {EULER_PARAMETERS: parameter_angular_velocity, ZXZ: body_angular_velocity}
         return self._per_kind(functions, q, qd)
 
