@@ -392,8 +392,10 @@ def test_euler_parameter_strut_follows_the_zxz_strut(
     struts, euler_parameter_struts, motion, record_property
 ):
     """The simplified strut in Euler parameters against the paper's ZXZ angles over the same
-    10 s from the same design position: the wheel-centre path agrees to 1e-8 m and every |e|
-    stays 1."""
+    10 s from the same design position: the wheel-centre path agrees to 1e-8 m, every |e|
+    stays 1, and every joint's multipliers agree (the joints' rows are the same functions of
+    the body frames in both coordinates, and the normalisation rows are orthogonal to them:
+    λ of a joint is its reaction in the joint's own terms, whatever the body coordinates)."""
     _, zxz, _ = motion["simplified"]
     mech = euler_parameter_struts["simplified"]
     q0, qd0 = mcpherson.initial_state(mech)
@@ -408,8 +410,51 @@ def test_euler_parameter_strut_follows_the_zxz_strut(
     difference = float(jnp.max(jnp.abs(path(mech, sol.q) - path(struts["simplified"], zxz.q))))
     e = spatial.Layout.from_mechanism(mech).euler_parameters(sol.q)
     norm_error = float(jnp.max(jnp.abs(jnp.linalg.norm(e, axis=-1) - 1)))
+    lam_error = max(
+        relative_error(sol.multipliers[:, ep_rows], zxz.multipliers[:, zxz_rows])
+        for ep_rows, zxz_rows in (
+            (list(mech.group_rows(name)), list(rows))
+            for name, rows in struts["simplified"].constraint_groups
+        )
+    )
     record_property("max_wheel_centre_difference", difference)
     record_property("max_normalisation_error", norm_error)
+    record_property("max_joint_multiplier_relative_difference", lam_error)
     assert difference < 1e-8
+    assert lam_error < 1e-6
     assert norm_error < 1e-8
     assert float(jnp.ptp(path(mech, sol.q)[:, 2])) > 0.1  # the wheel travelled
+
+
+def test_every_method_on_the_euler_parameter_strut(euler_parameter_struts):
+    """q̈ and Cᵀλ of every formulation against the KKT system on the redundant strut in Euler
+    parameters (normalisation rows in C, the completed rotational block in M), at assembled
+    states with random consistent velocities."""
+    mech = euler_parameter_struts["redundant"]
+    rng = np.random.default_rng(SEED)
+    states = [
+        jaxmbs.assemble(mech, mcpherson.initial_state(mech, a, r)[0], rng.normal(size=mech.n))
+        for a, r in ((0.0, 0.0), (0.4, 0.02), (-0.3, -0.03))
+    ]
+
+    @jax.jit
+    def all_methods(q, qd):
+        p = mech.params
+        M, Q = mech.mass_matrix(q, p), mech.forces(0.0, q, qd, p)
+        C = jaxmbs.constraint_jacobian(mech, 0.0, q, p)
+        gamma = jaxmbs.acceleration_rhs(mech, 0.0, q, qd, p)
+        result = {}
+        for method in jaxmbs.METHODS:
+            formulation = jaxmbs.formulations.get_formulation(method)
+            qdd, lam = formulation.multipliers(M, Q, C, gamma, mech.structure)
+            result[method] = (qdd, C.T @ lam)
+        return result
+
+    for q, qd in states:
+        assert abs(float(jnp.linalg.norm(q[3:7])) - 1) < 1e-14
+        results = all_methods(q, qd)
+        qdd_ref, reaction_ref = results["kkt"]
+        assert float(jnp.max(jnp.abs(qdd_ref))) > 0.1  # it accelerates
+        for method, (qdd, reaction) in results.items():
+            assert relative_error(qdd, qdd_ref) < 1e-9, method
+            assert relative_error(reaction, reaction_ref) < 1e-9, method
