@@ -264,11 +264,18 @@ def refined_extrema(u: np.ndarray, find_max: bool) -> np.ndarray:
     return peak if find_max else -peak
 
 
-def test_heavy_top_nutation_bounds(heavy_top, record_property):
-    """cos θ of the symmetry axis oscillates between the two roots of the energy cubic."""
+@pytest.fixture(scope="module")
+def heavy_top_run(heavy_top):
+    """2 s of the heavy top (several nutations), 8001 outputs."""
     mech, q0, qd0 = heavy_top
     ts = jnp.linspace(0.0, 2.0, 8001)
-    sol = jaxmbs.simulate(mech, q0, qd0, (0.0, 2.0), saveat=ts, rtol=TOL, atol=TOL)
+    return jaxmbs.simulate(mech, q0, qd0, (0.0, 2.0), saveat=ts, rtol=TOL, atol=TOL)
+
+
+def test_heavy_top_nutation_bounds(heavy_top, heavy_top_run, record_property):
+    """cos θ of the symmetry axis oscillates between the two roots of the energy cubic."""
+    mech, _, _ = heavy_top
+    sol = heavy_top_run
     assert bool(sol.successful)
     u = np.asarray(jax.vmap(spatial.Layout.from_mechanism(mech).rotations)(sol.q)[:, 0, 2, 2])
     u0, u1 = nutation_bounds()
@@ -282,6 +289,20 @@ def test_heavy_top_nutation_bounds(heavy_top, record_property):
     assert bottom_error < 1e-8
     energy = np.asarray(sol.energy)
     assert np.max(np.abs(energy - energy[0])) < 1e-10 * abs(energy[0])
+
+
+def test_heavy_top_with_switching_coordinate_partitioning(heavy_top, heavy_top_run):
+    """Coordinate partitioning (`method="partitioning"`: independent coordinates chosen among
+    r and e, switched when a partition degenerates) follows the same heavy top as the default
+    formulation."""
+    mech, q0, qd0 = heavy_top
+    ts = heavy_top_run.ts[::400]
+    sol = jaxmbs.simulate(
+        mech, q0, qd0, (0.0, 2.0), saveat=ts, method="partitioning", rtol=TOL, atol=TOL
+    )
+    assert bool(sol.successful)
+    assert_close(sol.q, heavy_top_run.q[::400], 0, 1e-9, "q")
+    assert float(jnp.max(jnp.abs(jnp.linalg.norm(sol.q[:, 3:], axis=1) - 1))) < 1e-12
 
 
 def test_gradient_through_a_heavy_top(heavy_top, record_property):
