@@ -2,7 +2,9 @@
 
 The two struts compared by Pękal–Frączek 2016 (§4.1, Fig. 1a/1b, Table 1), in the spirit of
 Haug's (1989) McPherson strut: 5 spatial bodies in absolute coordinates (centre of mass and
-ZXZ Euler angles, n = 30), 4 degrees of freedom, two of them local mobilities (the spins of
+ZXZ Euler angles as in the paper, n = 30; or Euler parameters, `orientation=
+"euler_parameters"`, n = 35 with the 5 normalisations as one more constraint group), 4 degrees
+of freedom, two of them local mobilities (the spins of
 the piston rod and of the tie rod about their own axes). The paper's figures are missing; the
 geometry below is designed to honour its Table 1 and text.
 
@@ -243,42 +245,49 @@ def loads() -> tuple[spatial.PointForce, ...]:
     )
 
 
-def design_configuration(params: dict | None = None) -> np.ndarray:
-    """q of the design position (it satisfies every constraint exactly)."""
+def design_configuration(params: dict | None = None, orientation: str = spatial.ZXZ) -> np.ndarray:
+    """q of the design position (it satisfies every constraint exactly), with the bodies'
+    orientations in ZXZ angles or Euler parameters."""
     p = default_params() if params is None else params
-    angles = spatial.euler_angles(FRAME)
-    return np.concatenate([np.concatenate([_centre(p, b), angles]) for b in BODIES])
+    return np.concatenate([spatial.pose(_centre(p, b), FRAME, orientation) for b in BODIES])
 
 
 @cached
-def mcpherson(redundant: bool = False, **params) -> jaxmbs.Mechanism:
-    """A McPherson strut; keyword arguments override `DEFAULTS` (and `hardpoints`)."""
+def mcpherson(
+    redundant: bool = False, orientation: str = spatial.ZXZ, **params
+) -> jaxmbs.Mechanism:
+    """A McPherson strut; keyword arguments override `DEFAULTS` (and `hardpoints`).
+    `orientation`: the bodies' orientation coordinates, `"zxz"` (the paper's) or
+    `"euler_parameters"`."""
     p = {**default_params(), **params}
-    bodies = [spatial.Body(name, f"m{i + 1}", f"J{i + 1}") for i, name in enumerate(BODIES)]
+    bodies = [
+        spatial.Body(name, f"m{i + 1}", f"J{i + 1}", orientation) for i, name in enumerate(BODIES)
+    ]
     return spatial.spatial_mechanism(
         bodies,
         _joints(redundant),
         p,
         gravity=lambda p: (0.0, 0.0, -p["g"]),
         loads=loads(),
-        reference_q=design_configuration(p),
+        reference_q=design_configuration(p, orientation),
     )
 
 
-def mcpherson_simplified(**params) -> jaxmbs.Mechanism:
+def mcpherson_simplified(orientation: str = spatial.ZXZ, **params) -> jaxmbs.Mechanism:
     """The strut without redundant constraints (Pękal–Frączek 2016, Fig. 1a)."""
-    return mcpherson(False, **params)
+    return mcpherson(False, orientation, **params)
 
 
-def mcpherson_redundant(**params) -> jaxmbs.Mechanism:
+def mcpherson_redundant(orientation: str = spatial.ZXZ, **params) -> jaxmbs.Mechanism:
     """The overconstrained strut (Fig. 1b): redundancy 3, the same motion."""
-    return mcpherson(True, **params)
+    return mcpherson(True, orientation, **params)
 
 
 def wheel_centre(mechanism: jaxmbs.Mechanism, q, params=None):
-    """Global position of the wheel centre H (on the strut body)."""
+    """Global position of the wheel centre H (on the strut body), either orientation kind."""
     p = mechanism.params if params is None else params
-    return spatial.point(q, STRUT, _local("strut", "H")(p))
+    frames = spatial.Layout.from_mechanism(mechanism).frames(q)
+    return frames.point(STRUT, _local("strut", "H")(p))
 
 
 def initial_state(mechanism: jaxmbs.Mechanism, arm_angle: float = 0.0, rack_offset: float = 0.0):
@@ -286,12 +295,15 @@ def initial_state(mechanism: jaxmbs.Mechanism, arm_angle: float = 0.0, rack_offs
     the arm turned by `arm_angle` (rad, upward positive) about its axis and the rack shifted
     by `rack_offset` (m) along y. The arm's centre height and the rack position are kept."""
     hardpoints = {k: np.asarray(v) for k, v in mechanism.params["hardpoints"].items()}
-    q = design_configuration({"hardpoints": hardpoints})
+    layout = spatial.Layout.from_mechanism(mechanism)
+    orientation = layout.orientations[ARM]
+    q = design_configuration({"hardpoints": hardpoints}, orientation)
     c, s = np.cos(arm_angle), np.sin(arm_angle)
     turn = np.array([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]])
-    arm = slice(6 * ARM, 6 * ARM + 6)
-    q[arm] = spatial.pose(hardpoints["A"] + turn @ (q[arm][:3] - hardpoints["A"]), turn @ FRAME)
-    q[6 * RACK + 1] += rack_offset
+    arm, rack = layout.coordinates(ARM), layout.coordinates(RACK)
+    centre = hardpoints["A"] + turn @ (q[arm][:3] - hardpoints["A"])
+    q[arm] = spatial.pose(centre, turn @ FRAME, orientation)
+    q[rack.start + 1] += rack_offset
     names = mechanism.coordinate_names
-    fixed = (names[6 * ARM + 2], names[6 * RACK + 1])
+    fixed = (names[arm.start + 2], names[rack.start + 1])
     return jaxmbs.assemble(mechanism, q, np.zeros(mechanism.n), fixed=fixed)

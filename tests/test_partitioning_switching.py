@@ -30,7 +30,7 @@ def spatial_fourbar():
     lengths = (p["l1"], p["l2"], p["l3"])
     masses = (p["m1"], p["m2"], p["m3"])
     bodies = [
-        spatial.Body(name, m, (m * l**2 / 12, m * l**2 / 12, 1e-4))
+        spatial.Body(name, m, (m * l**2 / 12, m * l**2 / 12, 1e-4), spatial.ZXZ)
         for name, m, l in zip(("crank", "coupler", "rocker"), masses, lengths, strict=True)
     ]
 
@@ -48,7 +48,7 @@ def spatial_fourbar():
     def pose(crank_angle):
         planar = fourbar._configuration(p, crank_angle).reshape(3, 3)
         return np.concatenate(
-            [spatial.pose([x, y, 0.0], _rot_z(phi) @ FRAME) for x, y, phi in planar]
+            [spatial.pose([x, y, 0.0], _rot_z(phi) @ FRAME, spatial.ZXZ) for x, y, phi in planar]
         )
 
     mech = spatial.spatial_mechanism(

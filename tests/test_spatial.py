@@ -1,4 +1,5 @@
-"""Spatial rigid bodies (ZXZ Euler angles, Lagrangian form) and the spatial joints.
+"""Spatial rigid bodies (ZXZ Euler angles and Euler parameters, Lagrangian form) and the
+spatial joints.
 
 Independent checks: conservation of energy and angular momentum of a torque-free tumbling
 body (Euler's equations), the small-oscillation period of a spatial pendulum, the rotational
@@ -6,6 +7,8 @@ mass matrix against GᵀJG with G from finite differences of the rotation matrix
 power of applied loads, and, for every joint, the dof it removes and its residual along a
 motion.
 """
+
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -53,7 +56,10 @@ def test_mass_matrix_against_finite_difference_angular_velocity():
     rng = np.random.default_rng(SEED)
     J = np.array([[0.3, 0.02, -0.01], [0.02, 0.5, 0.03], [-0.01, 0.03, 0.7]])
     mech = spatial.spatial_mechanism(
-        [spatial.Body("b", 2.5, J)], [], gravity=(0.0, 0.0, 0.0), reference_q=np.zeros(6) + 1.0
+        [spatial.Body("b", 2.5, J, spatial.ZXZ)],
+        [],
+        gravity=(0.0, 0.0, 0.0),
+        reference_q=np.zeros(6) + 1.0,
     )
     h = 1e-6
 
@@ -81,9 +87,14 @@ def test_mass_matrix_against_finite_difference_angular_velocity():
     assert np.linalg.eigvalsh(M0)[0] < 1e-14
 
 
-def test_load_virtual_power():
-    """Qᵀq̇ of a point force equals F·ṙ_P, of a torque τ·ω (ṙ_P and ω by finite differences)."""
+@pytest.mark.parametrize("orientation", [spatial.ZXZ, spatial.EULER_PARAMETERS])
+def test_load_virtual_power(orientation):
+    """Qᵀq̇ of a point force equals F·ṙ_P, of a torque τ·ω (ṙ_P and ω by finite differences
+    of the rotation matrices), for either orientation kind (a ZXZ body 0 and a body 1 of the
+    kind under test)."""
     rng = np.random.default_rng(SEED)
+    layout = spatial.Layout(("a", "b"), (spatial.ZXZ, orientation))
+    frames = layout.frames
     point, force = np.array([0.1, -0.2, 0.3]), np.array([1.0, 2.0, -0.5])
     loads = (
         spatial.PointForce("F", 1, point, lambda t, q, qd, p: jnp.asarray(force)),
@@ -94,23 +105,23 @@ def test_load_virtual_power():
 
     @jax.jit
     def powers(q, qd):
-        velocity = (spatial.point(q + h * qd, 1, point) - spatial.point(q - h * qd, 1, point)) / (
-            2 * h
-        )
-        e, e_dot = q[3:6], qd[3:6]
-        W = (spatial.rotation(e + h * e_dot) - spatial.rotation(e - h * e_dot)) / (2 * h)
-        W = W @ spatial.rotation(e).T  # ω̃ = Ȧ Aᵀ (global)
+        ahead, behind = frames(q + h * qd), frames(q - h * qd)
+        velocity = (ahead.point(1, point) - behind.point(1, point)) / (2 * h)
+        W = (ahead.rotations[0] - behind.rotations[0]) / (2 * h)
+        W = W @ frames(q).rotations[0].T  # ω̃ = Ȧ Aᵀ (global)
         omega = jnp.stack([W[2, 1], W[0, 2], W[1, 0]])
-        Q_force = loads[0].generalized(0.0, q, qd, None)
-        Q_torque = loads[1].generalized(0.0, q, qd, None)
+        Q_force = loads[0].generalized(frames, 0.0, q, qd, None)
+        Q_torque = loads[1].generalized(frames, 0.0, q, qd, None)
         return (
             Q_force @ qd - force @ velocity,
             Q_torque @ qd - torque @ omega,
-            spatial.load_power(loads, 0.0, q, qd, None) - (Q_force + Q_torque) @ qd,
+            spatial.load_power(loads, frames, 0.0, q, qd, None) - (Q_force + Q_torque) @ qd,
         )
 
     for _ in range(5):
-        errors = powers(jnp.asarray(rng.normal(size=12)), jnp.asarray(rng.normal(size=12)))
+        # Body 1's Euler parameters need not be unit: F·ṙ_P holds for any A(e).
+        q, qd = rng.normal(size=(2, layout.n))
+        errors = powers(jnp.asarray(q), jnp.asarray(qd))
         assert max(abs(float(e)) for e in errors[:2]) < 1e-8
         assert abs(float(errors[2])) < 1e-12
 
@@ -125,12 +136,12 @@ def test_free_body_conserves_energy_and_angular_momentum():
         return omega, spatial.rotation(q[3:]) @ (J * omega)
 
     mech = spatial.spatial_mechanism(
-        [spatial.Body("b", 1.5, J)],
+        [spatial.Body("b", 1.5, J, spatial.ZXZ)],
         [],
         gravity=(0.0, 0.0, 0.0),
-        reference_q=spatial.pose(np.zeros(3), FRAME),
+        reference_q=spatial.pose(np.zeros(3), FRAME, spatial.ZXZ),
     )
-    q0 = spatial.pose([0.1, 0.2, 0.3], FRAME)
+    q0 = spatial.pose([0.1, 0.2, 0.3], FRAME, spatial.ZXZ)
     omega0 = np.array([0.6, 0.4, 2.0])
     qd0 = np.concatenate([[0.1, -0.2, 0.05], euler_rates(jnp.asarray(q0[3:]), omega0)])
     ts = jnp.linspace(0.0, 10.0, 201)
@@ -157,7 +168,8 @@ def test_free_body_conserves_energy_and_angular_momentum():
 
 @pytest.fixture(scope="module")
 def pendulum():
-    """Body hanging from a spherical joint at the origin, centre of mass ρ below it."""
+    """Body (Euler parameters) hanging from a spherical joint at the origin, centre of mass ρ
+    below it."""
     m, rho, g, J = 1.3, 0.4, 9.81, np.array([0.02, 0.05, 0.08])
     mech = spatial.spatial_mechanism(
         [spatial.Body("bob", m, J)],
@@ -165,6 +177,7 @@ def pendulum():
         gravity=(0.0, 0.0, -g),
         reference_q=spatial.pose([0.0, 0.0, -rho], FRAME),
     )
+    layout = spatial.Layout.from_mechanism(mech)
 
     @jax.jit
     def run(q0, qd0, t1):
@@ -173,7 +186,8 @@ def pendulum():
         )
         q, qd, qdd = sol.q[-1], sol.qd[-1], sol.qdd[-1]
         # ω and ω̇ = d/dt ω along (q̇, q̈), global components.
-        return jax.jvp(lambda q_, v_: spatial.angular_velocity(q_, v_, 0), (q, qd), (qd, qdd))
+        omega = functools.partial(spatial.angular_velocity, layout.frames, body=0)
+        return jax.jvp(omega, (q, qd), (qd, qdd))
 
     return mech, run, m, rho, g, J
 
@@ -198,7 +212,9 @@ def test_spatial_pendulum_small_oscillation_period(pendulum, axis):
 def chain_of_joints():
     """Seven bodies in a tree, one joint of each kind (ground → spherical → revolute →
     universal → cylindrical → translational → distance → point-on-line), designed in global
-    coordinates and given generic orientations so that no row vanishes by symmetry."""
+    coordinates and given generic orientations so that no row vanishes by symmetry. The bodies
+    alternate between Euler parameters (even) and ZXZ angles (odd): every joint joins the two
+    kinds."""
     n = 7
     turns = [rot_x(0.3 * i) @ rot_y(-0.2 * i + 0.1) for i in range(n)]
     frames = [t @ FRAME for t in turns]
@@ -258,8 +274,11 @@ def chain_of_joints():
             "point-on-line", 5, loc(5, centres[5]), ax(5, line), 6, loc(6, centres[6])
         ),
     ]
-    bodies = [spatial.Body(f"b{i}", 1.0 + 0.1 * i, (0.05, 0.07, 0.09)) for i in range(n)]
-    q_design = np.concatenate([spatial.pose(c, f) for c, f in zip(centres, frames, strict=True)])
+    kinds = [spatial.ZXZ if i % 2 else spatial.EULER_PARAMETERS for i in range(n)]
+    bodies = [spatial.Body(f"b{i}", 1.0 + 0.1 * i, (0.05, 0.07, 0.09), kinds[i]) for i in range(n)]
+    q_design = np.concatenate(
+        [spatial.pose(c, f, k) for c, f, k in zip(centres, frames, kinds, strict=True)]
+    )
     mech = spatial.spatial_mechanism(bodies, joints, reference_q=q_design)
     return mech, joints, q_design
 
@@ -285,26 +304,32 @@ def test_each_joint_removes_its_degrees_of_freedom(chain):
     mech, joints, q = chain
     assert float(jnp.max(jnp.abs(mech.constraints(0.0, jnp.asarray(q), mech.params)))) < 1e-14
     s = mech.structure
-    assert (s.n, s.rank, s.redundancy) == (42, 24, 0)
+    # 4 bodies in Euler parameters: 4 more coordinates and 4 normalisation rows.
+    assert (s.n, s.rank, s.redundancy) == (46, 28, 0)
     assert s.dof == 42 - sum(6 - d for d in RELATIVE_DOF.values())
+    assert mech.group_rows("normalization") == (0, 1, 2, 3)
+    layout = spatial.Layout.from_mechanism(mech)
     C = np.asarray(jaxmbs.constraint_jacobian(mech, 0.0, jnp.asarray(q), mech.params))
     for joint in joints:
         rows = list(mech.group_rows(joint.name))
         assert len(rows) == 6 - RELATIVE_DOF[joint.name]
-        # With body i held, the rows constrain body j's six velocities: their rank is the
+        # With body i held, the rows constrain body j's velocities: their rank is the
         # number of freedoms the joint takes away.
         moving = joint.body_i if joint.body_j is None else joint.body_j
-        cols = slice(6 * moving, 6 * moving + 6)
+        cols = layout.coordinates(moving)
         assert np.linalg.matrix_rank(C[rows, cols], tol=1e-9) == len(rows), joint.name
-        # Calling the joint alone gives the builder's rows.
-        own = joint(0.0, jnp.asarray(q), mech.params)
-        assert own.shape == (len(rows),)
+        # The joint alone on the frames of q gives the builder's rows.
+        q_moved = jnp.asarray(q) + 0.01 * jnp.sin(jnp.arange(46.0))
+        own = joint.residual(layout.frames(q_moved), mech.params)
+        builder = mech.constraints(0.0, q_moved, mech.params)[np.asarray(rows)]
+        assert_close(own, builder, 0, 1e-15, joint.name)
+        assert float(jnp.max(jnp.abs(own))) > 1e-4  # moved off the joint
 
 
 def test_joints_hold_along_a_motion(chain):
     rng = np.random.default_rng(SEED)
     mech, joints, q_design = chain
-    q0, qd0 = jaxmbs.assemble(mech, q_design, rng.normal(size=42))
+    q0, qd0 = jaxmbs.assemble(mech, q_design, rng.normal(size=46))
     ts = jnp.linspace(0.0, 1.0, 21)
     sol = jaxmbs.simulate(
         mech, q0, qd0, (0.0, 1.0), saveat=ts, stabilization="none", rtol=1e-10, atol=1e-10
@@ -316,5 +341,9 @@ def test_joints_hold_along_a_motion(chain):
         assert float(jnp.max(jnp.abs(residual[:, rows]))) < 1e-8, joint.name
     assert float(jnp.max(sol.velocity_residual)) < 1e-8
     assert_close(sol.energy, sol.energy[0], 0, 1e-8 * float(jnp.max(jnp.abs(sol.energy))), "E")
-    # Every body moved, so every joint was exercised.
-    assert float(jnp.min(jnp.ptp(sol.q, axis=0).reshape(7, 6).max(axis=1))) > 1e-2
+    # Every body moved, so every joint was exercised; the Euler parameters stayed unit.
+    layout = spatial.Layout.from_mechanism(mech)
+    travel = jnp.ptp(sol.q, axis=0)
+    assert min(float(jnp.max(travel[layout.coordinates(k)])) for k in range(7)) > 1e-2
+    norms = jnp.linalg.norm(layout.euler_parameters(sol.q)[:, ::2], axis=-1)
+    assert float(jnp.max(jnp.abs(norms - 1))) < 1e-8

@@ -2,6 +2,7 @@
 their law; autodiff does the rest."""
 
 from . import forces as forces
+from . import orientation as orientation
 from . import particles as particles
 from . import planar as planar
 from . import spatial as spatial

@@ -1,24 +1,37 @@
-"""Spatial rigid bodies in absolute coordinates (centre of mass, ZXZ Euler angles) and joints.
+"""Spatial rigid bodies in absolute coordinates and the spatial joints.
 
-Body i owns q[6i : 6i+6] = (x, y, z, φ, θ, ψ): the centre of mass r_i and the Euler angles of
-its local frame for consecutive rotations about z, x and z (Pękal–Frączek 2016, §1):
+Body i owns a slice of q: its centre of mass r_i = (x, y, z), then its orientation, in one of
+two kinds (`Body(..., orientation=...)`; a mechanism may mix them):
 
-    A(φ, θ, ψ) = R_z(φ) R_x(θ) R_z(ψ).
+- `"euler_parameters"` (the default): e = (e₀, e₁, e₂, e₃), 7 coordinates, with the rotation
+  matrix A(e) = (2e₀² − 1) I + 2 (ē ēᵀ + e₀ ẽ) and the normalisation eᵀe − 1 = 0 as a
+  holonomic row of its own (Haug 1989, §6.3; Nikravesh 1988, §6.3). No orientation is
+  singular. A(e) is evaluated in a form invariant to the scale of e (`parameter_rotation`),
+  so joint rows are orthogonal to the normalisation rows and both reactions stay separate.
+- `"zxz"`: ZXZ Euler angles (φ, θ, ψ), 6 coordinates, A = R_z(φ) R_x(θ) R_z(ψ)
+  (Pękal–Frączek 2016, §1). The mass matrix is singular at the gimbal lock sin θ = 0; choose
+  body frames so that θ stays away from 0 and π (e.g. a body's local z axis horizontal).
 
-A point with local coordinates s is at r_i + A s; "ground" is body `None`, whose local
-coordinates are global ones. With Euler angles the mass matrix is nonsingular except at the
-gimbal lock sin θ = 0; choose body frames so that θ stays away from 0 and π (e.g. a body's local
-z axis horizontal, θ = π/2, in its working position).
+A `Layout` records where each body's coordinates lie; `Layout.frames(q)` gives every body's
+position and rotation matrix at once (`Frames`), on which joints, loads and outputs are
+written. A point with local coordinates s is at r_i + A s; "ground" is body `None`, whose
+local coordinates are global ones.
 
 Kinetic energy (Lagrangian form, `Mechanism.from_lagrangian`):
 
-    T = Σ ½ mᵢ |ṙᵢ|² + ½ ω'ᵢᵀ Jᵢ ω'ᵢ,
+    T = Σ ½ mᵢ |ṙᵢ|² + ½ ω'ᵢᵀ Jᵢ ω'ᵢ  (+ ½ J̄ᵢ (2 eᵢᵀ ėᵢ)² for Euler parameters),
 
-with the body-frame angular velocity ω' read off the skew-symmetric matrix Aᵀ Ȧ, where
-Ȧ = Σₖ (∂A/∂eₖ) ėₖ with ∂A/∂e from forward-mode autodiff of `rotation`. The mass matrix and
-the gyroscopic and centrifugal terms then come by autodiff; no angular-velocity matrix is
-written by hand. Joints only write Φ; applied forces at points and torques become generalized
-forces through the transposed Jacobian of the point position (or of ω) by a vjp.
+with the body-frame angular velocity ω' = 2 G(e) ė for Euler parameters (Nikravesh 1988,
+eq 6.98), and read off the skew-symmetric matrix Aᵀ Ȧ for ZXZ angles α (Ȧ = Σₖ (∂A/∂αₖ) α̇ₖ
+by forward-mode autodiff of `rotation`). With Euler parameters ½ ω'ᵀJω' = 2 ėᵀ GᵀJG ė is singular
+along e (G e = 0); the last term, with J̄ = tr J / 3, completes it: 2 eᵀė is the fourth
+component of Nikravesh's 4-vector 2 [eᵀ; G] ė and vanishes wherever the normalisation's
+velocity constraint eᵀė = 0 holds, so the motion, the multipliers and the energy on the
+constraint manifold are those of ½ ω'ᵀJω' alone (its Lagrange terms, 4 J̄ (eᵀë + ėᵀė) e,
+vanish where the normalisation's acceleration constraint holds) while M stays positive
+definite. The mass matrix and the gyroscopic and centrifugal terms then come by autodiff.
+Joints only write Φ; applied forces at points and torques become generalized forces through
+the transposed Jacobian of the point position (or of ω) by a vjp.
 
 Geometry and inertia may be numbers, keys into a dict of parameters, or callables of the
 parameters, so that `jax.grad` reaches them: `Body("arm", mass="m1", inertia="J1")`. An inertia
@@ -28,6 +41,7 @@ is a scalar (isotropic), three principal moments, or a 3×3 tensor, in the body 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from typing import ClassVar, NamedTuple
 
@@ -37,10 +51,27 @@ import numpy as np
 
 from ..._internal.types import Array
 from ..mechanism import Mechanism
-from ._common import PointPair, Spec, cos_sin, split_joints, value
+from ._common import PointPair, Spec, split_joints, value
 from .forces import BodyKinematics, ElementSet, ForceElement, check_elements
+from .orientation import (
+    body_rate_matrix,
+    euler_angles,
+    euler_parameters,
+    euler_parameters_to_zxz,
+    parameter_rotation,
+    rotation,
+    zxz_to_euler_parameters,
+)
 
-COORDINATES = ("x", "y", "z", "phi", "theta", "psi")
+EULER_PARAMETERS = "euler_parameters"
+ZXZ = "zxz"
+#: The coordinates of a body of each orientation kind (centre of mass first).
+COORDINATES = {
+    EULER_PARAMETERS: ("x", "y", "z", "e0", "e1", "e2", "e3"),
+    ZXZ: ("x", "y", "z", "phi", "theta", "psi"),
+}
+#: The name of the constraint group of the Euler parameters' normalisations eᵀe − 1 = 0.
+NORMALIZATION = "normalization"
 
 
 def matvec(A, v) -> Array:
@@ -57,40 +88,18 @@ def dot(a, b) -> Array:
     return jnp.sum(a * b, axis=-1)
 
 
-def rotation(angles) -> Array:
-    """Rotation matrix A = R_z(φ) R_x(θ) R_z(ψ) of ZXZ Euler angles (φ, θ, ψ).
-
-    Vectorised: `angles` of shape (..., 3) gives matrices of shape (..., 3, 3).
-    """
-    c, s = cos_sin(angles)
-    cf, ct, cp = c[..., 0], c[..., 1], c[..., 2]
-    sf, st, sp = s[..., 0], s[..., 1], s[..., 2]
-    rows = (
-        (cf * cp - sf * ct * sp, -cf * sp - sf * ct * cp, sf * st),
-        (sf * cp + cf * ct * sp, -sf * sp + cf * ct * cp, -cf * st),
-        (st * sp, st * cp, ct),
-    )
-    return jnp.stack([jnp.stack(row, axis=-1) for row in rows], axis=-2)
+def _check_orientation(orientation: str) -> None:
+    if orientation not in COORDINATES:
+        raise ValueError(f"orientation must be one of {tuple(COORDINATES)}, got {orientation!r}")
 
 
-def euler_angles(matrix) -> np.ndarray:
-    """ZXZ Euler angles (φ, θ, ψ) of a rotation matrix, θ ∈ [0, π] (NumPy, outside jit).
-
-    The third column of A is (sin φ sin θ, −cos φ sin θ, cos θ) and its third row
-    (sin θ sin ψ, sin θ cos ψ, cos θ). Raises `ValueError` at the gimbal lock (sin θ ≈ 0).
-    """
-    A = np.asarray(matrix, dtype=float)
-    if A.shape != (3, 3) or not np.allclose(A.T @ A, np.eye(3), atol=1e-10):
-        raise ValueError("euler_angles needs a 3×3 rotation matrix")
-    theta = np.arccos(np.clip(A[2, 2], -1.0, 1.0))
-    if np.sin(theta) < 1e-8:
-        raise ValueError("gimbal lock: the ZXZ angles φ and ψ are not defined at sin θ = 0")
-    return np.array([np.arctan2(A[0, 2], -A[1, 2]), theta, np.arctan2(A[2, 0], A[2, 1])])
-
-
-def pose(position, matrix) -> np.ndarray:
-    """Body coordinates (x, y, z, φ, θ, ψ) of a centre of mass and a frame orientation."""
-    return np.concatenate([np.asarray(position, dtype=float), euler_angles(matrix)])
+def pose(position, matrix, orientation: str = EULER_PARAMETERS) -> np.ndarray:
+    """Body coordinates of a centre of mass and a frame orientation (a rotation matrix):
+    (x, y, z, e₀, e₁, e₂, e₃) for Euler parameters (`euler_parameters`, Shepperd's method),
+    (x, y, z, φ, θ, ψ) for `"zxz"` (`euler_angles`; raises at the gimbal lock)."""
+    _check_orientation(orientation)
+    convert = euler_parameters if orientation == EULER_PARAMETERS else euler_angles
+    return np.concatenate([np.asarray(position, dtype=float), convert(matrix)])
 
 
 class Frames(NamedTuple):
@@ -111,17 +120,16 @@ class Frames(NamedTuple):
         return local if body is None else matvec(self.rotations[body], local)
 
 
-def body_frames(q) -> Frames:
-    """The frames of all bodies from q = (r₁, φ₁, θ₁, ψ₁, r₂, …)."""
-    qb = q.reshape(-1, 6)
-    return Frames(qb[:, :3], rotation(qb[:, 3:]))
+#: A function q -> Frames (`Layout.frames`), on which loads and force elements are written.
+FramesFn = Callable[[Array], Frames]
 
 
-def point(q, body: int | None, local) -> Array:
-    """Global position of a point given in the body's local frame (ground: global)."""
-    if body is None:
-        return local
-    return q[6 * body : 6 * body + 3] + matvec(rotation(q[6 * body + 3 : 6 * body + 6]), local)
+def _vee(W) -> Array:
+    """The vector w of the antisymmetric part of W = w̃ + (symmetric), shape (..., 3)."""
+    return 0.5 * jnp.stack(
+        [W[..., 2, 1] - W[..., 1, 2], W[..., 0, 2] - W[..., 2, 0], W[..., 1, 0] - W[..., 0, 1]],
+        axis=-1,
+    )
 
 
 def rotation_derivatives(angles) -> Array:
@@ -133,7 +141,7 @@ def rotation_derivatives(angles) -> Array:
 
 
 def body_angular_velocity(angles, rates) -> Array:
-    """Angular velocity ω' in the body frame from Euler angles and their rates, shape (..., 3).
+    """Angular velocity ω' in the body frame from ZXZ angles and their rates, shape (..., 3).
 
     ω̃' = Aᵀ Ȧ with Ȧ = Σₖ (∂A/∂eₖ) ėₖ (`rotation_derivatives`); the antisymmetric part is
     taken, so round-off cannot leak a symmetric component. The rates enter only through this
@@ -141,17 +149,21 @@ def body_angular_velocity(angles, rates) -> Array:
     """
     A = rotation(angles)
     A_dot = jnp.sum(rotation_derivatives(angles) * rates[..., None, None, :], axis=-1)
-    W = jnp.sum(A[..., :, :, None] * A_dot[..., :, None, :], axis=-3)
-    return 0.5 * jnp.stack(
-        [W[..., 2, 1] - W[..., 1, 2], W[..., 0, 2] - W[..., 2, 0], W[..., 1, 0] - W[..., 0, 1]],
-        axis=-1,
-    )
+    return _vee(jnp.sum(A[..., :, :, None] * A_dot[..., :, None, :], axis=-3))
 
 
-def angular_velocity(q, qd, body: int) -> Array:
-    """Angular velocity ω = A ω' of a body in global components."""
-    angles, rates = q[6 * body + 3 : 6 * body + 6], qd[6 * body + 3 : 6 * body + 6]
-    return matvec(rotation(angles), body_angular_velocity(angles, rates))
+def parameter_angular_velocity(e, e_dot) -> Array:
+    """Angular velocity ω' = 2 G(e) ė in the body frame from Euler parameters, shape (..., 3)
+    (`body_rate_matrix`; Nikravesh 1988, eq 6.98)."""
+    return 2 * jnp.sum(body_rate_matrix(e) * e_dot[..., None, :], axis=-1)
+
+
+def angular_velocity(frames: FramesFn, q, qd, body: int) -> Array:
+    """Angular velocity ω of a body in global components, either orientation kind:
+    ω̃ = Ȧ Aᵀ with Ȧ the derivative of the body's rotation matrix along q̇ (a jvp of
+    `frames`); the antisymmetric part is taken. Linear in q̇."""
+    A, A_dot = jax.jvp(lambda q_: frames(q_).rotations[body], (q,), (qd,))
+    return _vee(jnp.sum(A_dot[..., :, None, :] * A[..., None, :, :], axis=-1))
 
 
 def inertia_tensor(spec: Spec, params) -> Array:
@@ -181,25 +193,157 @@ def perpendicular_pair(axis) -> tuple[Array, Array]:
 
 @dataclasses.dataclass(frozen=True)
 class Body:
-    """A spatial rigid body: mass and centroidal inertia in its frame (number, key, callable)."""
+    """A spatial rigid body: mass and centroidal inertia in its frame (number, key, callable),
+    and the kind of its orientation coordinates: `"euler_parameters"` (default) or `"zxz"`."""
 
     name: str
     mass: Spec
     inertia: Spec
+    orientation: str = EULER_PARAMETERS
+
+    def __post_init__(self):
+        _check_orientation(self.orientation)
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Where each body's coordinates lie in q (static): body k owns q[offsets[k] : offsets[k]
+    + 6 or 7], centre of mass first, then its ZXZ angles or Euler parameters.
+
+    **Arguments:** `names` and `orientations`, one per body (`Layout.from_bodies`, or
+    `Layout.from_mechanism` to read them back from a built mechanism's coordinate names).
+    """
+
+    names: tuple[str, ...]
+    orientations: tuple[str, ...]
+
+    def __post_init__(self):
+        if len(self.names) != len(self.orientations):
+            raise ValueError("Layout needs one orientation per body name")
+        for orientation in self.orientations:
+            _check_orientation(orientation)
+
+    @classmethod
+    def from_bodies(cls, bodies: Sequence[Body]) -> Layout:
+        """The layout of `spatial_mechanism(bodies, …)`: the bodies in the given order."""
+        return cls(tuple(b.name for b in bodies), tuple(b.orientation for b in bodies))
+
+    @classmethod
+    def from_mechanism(cls, mechanism: Mechanism) -> Layout:
+        """The layout of a mechanism built by `spatial_mechanism`, from its coordinate names
+        (`name.x, name.y, name.z` then `name.e0 … name.e3` or `name.phi, name.theta,
+        name.psi`)."""
+        names, orientations, rest = [], [], list(mechanism.coordinate_names)
+        while rest:
+            body = rest[0].rpartition(".")[0]
+            kinds = [
+                k for k, c in COORDINATES.items() if rest[: len(c)] == [f"{body}.{x}" for x in c]
+            ]
+            if not kinds:
+                raise ValueError(f"not the coordinates of spatial bodies: {rest[:7]}")
+            names.append(body)
+            orientations.append(kinds[0])
+            rest = rest[len(COORDINATES[kinds[0]]) :]
+        return cls(tuple(names), tuple(orientations))
+
+    @property
+    def widths(self) -> np.ndarray:
+        """The number of coordinates of every body: 7 (Euler parameters) or 6 (ZXZ)."""
+        return np.array([len(COORDINATES[o]) for o in self.orientations], dtype=int)
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """The first coordinate of every body."""
+        return np.concatenate([[0], np.cumsum(self.widths)[:-1]]).astype(int)
+
+    @property
+    def n(self) -> int:
+        """The number of coordinates of all bodies."""
+        return int(np.sum(self.widths))
+
+    def coordinates(self, body: int) -> slice:
+        """The slice of q that body `body` owns."""
+        start = int(self.offsets[body])
+        return slice(start, start + int(self.widths[body]))
+
+    def coordinate_names(self) -> tuple[str, ...]:
+        """`name.x`, `name.y`, `name.z`, then `name.e0 … name.e3` or `name.phi`,
+        `name.theta`, `name.psi`, for every body."""
+        return tuple(
+            f"{b}.{c}"
+            for b, o in zip(self.names, self.orientations, strict=True)
+            for c in COORDINATES[o]
+        )
+
+    def bodies_of(self, orientation: str) -> np.ndarray:
+        """The indices of the bodies of one orientation kind."""
+        return np.array([k for k, o in enumerate(self.orientations) if o == orientation], int)
+
+    def _take(self, x, bodies: np.ndarray, start: int, width: int) -> Array:
+        """x[..., offsets + start : … + width] of the given bodies, shape (..., len, width)."""
+        if bodies.size == len(self.names) and len(set(self.orientations)) == 1:  # a reshape
+            return x.reshape(*x.shape[:-1], len(self.names), -1)[..., start : start + width]
+        index = self.offsets[bodies][:, None] + start + np.arange(width)
+        return x[..., index]
+
+    def positions(self, q) -> Array:
+        """Centres of mass of all bodies, shape (..., N, 3)."""
+        return self._take(q, np.arange(len(self.names)), 0, 3)
+
+    def euler_parameters(self, q) -> Array:
+        """Euler parameters of every body, shape (..., N, 4): a ZXZ body's converted
+        (`zxz_to_euler_parameters`)."""
+        return self._per_kind({EULER_PARAMETERS: lambda e: e, ZXZ: zxz_to_euler_parameters}, q)
+
+    def zxz_angles(self, q) -> Array:
+        """ZXZ angles of every body, shape (..., N, 3): an Euler-parameter body's converted
+        (`euler_parameters_to_zxz`, θ ∈ [0, π])."""
+        return self._per_kind({EULER_PARAMETERS: euler_parameters_to_zxz, ZXZ: lambda a: a}, q)
+
+    def rotations(self, q) -> Array:
+        """Rotation matrices of all bodies, shape (..., N, 3, 3)."""
+        return self._per_kind({EULER_PARAMETERS: parameter_rotation, ZXZ: rotation}, q)
+
+    def body_angular_velocities(self, q, qd) -> Array:
+        """ω' of every body in its own frame, shape (..., N, 3): 2 G(e) ė, or from Aᵀ Ȧ."""
+        functions = {EULER_PARAMETERS: parameter_angular_velocity, ZXZ: body_angular_velocity}
+        return self._per_kind(functions, q, qd)
+
+    def _per_kind(self, functions: dict[str, Callable], *arrays) -> Array:
+        """`functions[kind]` of the orientation coordinates (of each of `arrays`) of the
+        bodies of that kind, stacked in body order along the body axis."""
+        parts, order = [], []
+        for kind, function in functions.items():
+            bodies = self.bodies_of(kind)
+            if bodies.size:
+                width = len(COORDINATES[kind]) - 3
+                parts.append(function(*(self._take(x, bodies, 3, width) for x in arrays)))
+                order.append(bodies)
+        if len(parts) == 1:
+            return parts[0]
+        axis = arrays[0].ndim - 1
+        stacked = jnp.concatenate(parts, axis=axis)
+        return jnp.take(stacked, np.argsort(np.concatenate(order)), axis=axis)
+
+    def frames(self, q) -> Frames:
+        """The frames of all bodies at a configuration q (shape (n,))."""
+        return Frames(self.positions(q), self.rotations(q))
+
+    def normalization(self, q) -> Array:
+        """eᵀe − 1 of every Euler-parameter body, in body order (one row each)."""
+        e = self._take(q, self.bodies_of(EULER_PARAMETERS), 3, 4)
+        return jnp.sum(e * e, axis=-1) - 1
 
 
 class _TwoBodyJoint:
     """Geometry shared by the joints: points and body-fixed vectors of bodies i and j.
 
-    A joint's rows are `residual(frames, p)`; calling it as `joint(t, q, p)` evaluates them
-    at a configuration q (the builder computes the frames once for all joints).
+    A joint's rows are `residual(frames, p)` at the frames of one configuration (the builder
+    computes them once for all joints; `Layout.frames(q)` gives them for any q).
     """
 
     #: Spatial joints write holonomic rows Φ (their number: each joint's `rows`).
     holonomic: ClassVar[bool] = True
-
-    def __call__(self, t, q, p) -> Array:
-        return self.residual(body_frames(q), p)
 
     def residual(self, frames: Frames, p) -> Array:
         raise NotImplementedError
@@ -381,7 +525,7 @@ class PointForce:
 
     `value` is a constant vector (numbers or a parameter key) or a callable
     `(t, q, qd, p) -> (3,)` (note: loads receive the state, not only the parameters). Its
-    generalized force is (∂r_P/∂q)ᵀ F, one vjp of the point position.
+    generalized force is (∂r_P/∂q)ᵀ F, one vjp of the point position `frames(q).point`.
     """
 
     name: str
@@ -389,13 +533,16 @@ class PointForce:
     point: Spec
     value: Spec | Callable
 
-    def generalized(self, t, q, qd, p) -> Array:
-        _, pullback = jax.vjp(lambda q_: point(q_, self.body, value(self.point, p)), q)
+    def _position(self, frames: FramesFn, p) -> Callable:
+        return lambda q: frames(q).point(self.body, value(self.point, p))
+
+    def generalized(self, frames: FramesFn, t, q, qd, p) -> Array:
+        _, pullback = jax.vjp(self._position(frames, p), q)
         return pullback(_load_value(self, t, q, qd, p).astype(q.dtype))[0]
 
-    def power(self, t, q, qd, p) -> Array:
+    def power(self, frames: FramesFn, t, q, qd, p) -> Array:
         """F · ṙ_P."""
-        _, velocity = jax.jvp(lambda q_: point(q_, self.body, value(self.point, p)), (q,), (qd,))
+        _, velocity = jax.jvp(self._position(frames, p), (q,), (qd,))
         return dot(_load_value(self, t, q, qd, p), velocity)
 
 
@@ -403,50 +550,44 @@ class PointForce:
 class Torque:
     """A torque acting on a body, in global components (`value` as for `PointForce`).
 
-    Its generalized force is (∂ω/∂q̇)ᵀ τ, one vjp of the angular velocity (linear in q̇).
+    Its generalized force is (∂ω/∂q̇)ᵀ τ, one vjp of the angular velocity (linear in q̇;
+    `angular_velocity`, ω̃ = Ȧ Aᵀ).
     """
 
     name: str
     body: int
     value: Spec | Callable
 
-    def generalized(self, t, q, qd, p) -> Array:
-        _, pullback = jax.vjp(lambda qd_: angular_velocity(q, qd_, self.body), qd)
+    def generalized(self, frames: FramesFn, t, q, qd, p) -> Array:
+        _, pullback = jax.vjp(lambda qd_: angular_velocity(frames, q, qd_, self.body), qd)
         return pullback(_load_value(self, t, q, qd, p).astype(q.dtype))[0]
 
-    def power(self, t, q, qd, p) -> Array:
+    def power(self, frames: FramesFn, t, q, qd, p) -> Array:
         """τ · ω."""
-        return dot(_load_value(self, t, q, qd, p), angular_velocity(q, qd, self.body))
+        return dot(_load_value(self, t, q, qd, p), angular_velocity(frames, q, qd, self.body))
 
 
 Load = PointForce | Torque
 
 
-def load_power(loads: Sequence[Load], t, q, qd, p) -> Array:
+def load_power(loads: Sequence[Load], frames: FramesFn, t, q, qd, p) -> Array:
     """Total power of the applied loads at a state (gravity excluded: it is potential)."""
-    return sum((load.power(t, q, qd, p) for load in loads), start=jnp.zeros((), q.dtype))
+    return sum((load.power(frames, t, q, qd, p) for load in loads), start=jnp.zeros((), q.dtype))
 
 
-def relative_angle(q, body_i: int | None, body_j: int | None, axis_i, reference_i, reference_j):
+def relative_angle(
+    frames: FramesFn, q, body_i: int | None, body_j: int | None, axis_i, reference_i, reference_j
+) -> Array:
     """Rotation of body j relative to body i about `axis_i` (body i's frame), in (−π, π].
 
     With a = Aᵢ âᵢ, and uᵢ = Aᵢ rᵢ, uⱼ = Aⱼ rⱼ the reference vectors projected onto the plane
     normal to a: δ = atan2(a · (uᵢ × uⱼ), uᵢ · uⱼ).
     """
-    frames = body_frames(q)
-    a = frames.vector(body_i, axis_i / jnp.linalg.norm(axis_i))
-    u_i, u_j = frames.vector(body_i, reference_i), frames.vector(body_j, reference_j)
+    at = frames(q)
+    a = at.vector(body_i, axis_i / jnp.linalg.norm(axis_i))
+    u_i, u_j = at.vector(body_i, reference_i), at.vector(body_j, reference_j)
     u_i, u_j = u_i - dot(u_i, a) * a, u_j - dot(u_j, a) * a
     return jnp.arctan2(dot(a, jnp.cross(u_i, u_j)), dot(u_i, u_j))
-
-
-#: Points and relative angles of spatial bodies, for the force elements.
-KINEMATICS = BodyKinematics(point, relative_angle)
-
-
-def coordinate_names(bodies: Sequence[Body]) -> tuple[str, ...]:
-    """`name.x`, `name.y`, `name.z`, `name.phi`, `name.theta`, `name.psi` for every body."""
-    return tuple(f"{b.name}.{c}" for b in bodies for c in COORDINATES)
 
 
 def spatial_mechanism(
@@ -463,21 +604,38 @@ def spatial_mechanism(
 ) -> Mechanism:
     """Assemble spatial bodies and joints into a [`jaxmbs.Mechanism`][] (Lagrangian form).
 
-    T = Σ ½ mᵢ|ṙᵢ|² + ½ ω'ᵢᵀJᵢω'ᵢ and V = −Σ mᵢ gᵀrᵢ go to `Mechanism.from_lagrangian`, so M
-    and the velocity-dependent terms are derived by autodiff and the total energy is
-    reported. The springs of the force `elements` (`jaxmbs.joints.forces`) add to V, their
-    dampers and laws to the generalized forces, as do `loads` (point forces, torques) and
-    `applied_forces(t, q, qd, p)`. Each joint is a constraint group, in the given order (holonomic
-    joints first). `reference_q` must avoid the gimbal lock (sin θ ≠ 0 for every body).
+    T (module docstring) and V = −Σ mᵢ gᵀrᵢ go to `Mechanism.from_lagrangian`, so M and the
+    velocity-dependent terms are derived by autodiff and the total energy is reported.
+    The springs of the force `elements` (`jaxmbs.joints.forces`) add to V, their dampers and
+    laws to the generalized forces, as do `loads` (point forces, torques) and
+    `applied_forces(t, q, qd, p)`. The coordinates follow `Layout.from_bodies(bodies)`. The
+    constraint groups: first `"normalization"` (eᵀe − 1 = 0 of every Euler-parameter body, in
+    body order), then each joint, in the given order (holonomic joints first). `reference_q`
+    must keep eᵀe = 1 and avoid the gimbal lock (sin θ ≠ 0) of every ZXZ body.
     """
     bodies = tuple(bodies)
     loads = tuple(loads)
     n_bodies = len(bodies)
-    holonomic, pfaffian, groups = split_joints(joints, n_bodies)
-    element_set = ElementSet(check_elements(elements, n_bodies), KINEMATICS)
+    layout = Layout.from_bodies(bodies)
+    holonomic, pfaffian, joint_groups = split_joints(joints, n_bodies)
     for load in loads:
         if not 0 <= load.body < n_bodies:
             raise ValueError(f"load {load.name!r} acts on body {load.body}; there are {n_bodies}")
+    n_normalization = int(layout.bodies_of(EULER_PARAMETERS).size)
+    groups = {NORMALIZATION: tuple(range(n_normalization))} if n_normalization else {}
+    if NORMALIZATION in joint_groups and groups:
+        raise ValueError(f"the joint name {NORMALIZATION!r} is the normalisations' group")
+    for name, rows in joint_groups.items():
+        groups[name] = tuple(r + n_normalization for r in rows)
+
+    def frames(q) -> Frames:
+        return layout.frames(q)
+
+    kinematics = BodyKinematics(
+        lambda q, body, local: frames(q).point(body, local),
+        functools.partial(relative_angle, frames),
+    )
+    element_set = ElementSet(check_elements(elements, n_bodies), kinematics)
 
     def masses(p):
         return jnp.stack([value(b.mass, p) for b in bodies])
@@ -485,29 +643,33 @@ def spatial_mechanism(
     def kinetic_energy(q, qd, p):
         m = masses(p).astype(q.dtype)
         J = jnp.stack([inertia_tensor(b.inertia, p) for b in bodies]).astype(q.dtype)
-        qb, qdb = q.reshape(n_bodies, 6), qd.reshape(n_bodies, 6)
-        omega = body_angular_velocity(qb[:, 3:], qdb[:, 3:])
-        translation = jnp.sum(m * jnp.sum(qdb[:, :3] ** 2, axis=1))
-        return 0.5 * translation + 0.5 * jnp.sum(omega * matvec(J, omega))
+        omega = layout.body_angular_velocities(q, qd)
+        translation = jnp.sum(m * jnp.sum(layout.positions(qd) ** 2, axis=1))
+        T = 0.5 * translation + 0.5 * jnp.sum(omega * matvec(J, omega))
+        if n_normalization:  # ½ J̄ (2 eᵀė)², zero on the constraint manifold
+            ep = layout.bodies_of(EULER_PARAMETERS)
+            e, e_dot = layout._take(q, ep, 3, 4), layout._take(qd, ep, 3, 4)
+            J_mean = jnp.trace(J[ep], axis1=-2, axis2=-1) / 3
+            T = T + 2 * jnp.sum(J_mean * jnp.sum(e * e_dot, axis=-1) ** 2)
+        return T
 
     def potential_energy(q, p):
-        positions = q.reshape(n_bodies, 6)[:, :3]
-        gravity_potential = -jnp.sum(masses(p) * dot(positions, value(gravity, p)))
+        gravity_potential = -jnp.sum(masses(p) * dot(layout.positions(q), value(gravity, p)))
         return gravity_potential + element_set.potential(q, p)
 
     def external_forces(t, q, qd, p):
         out = element_set.nonconservative_force(t, q, qd, p)
         for load in loads:
-            out = out + load.generalized(t, q, qd, p)
+            out = out + load.generalized(frames, t, q, qd, p)
         if applied_forces is not None:
             out = out + applied_forces(t, q, qd, p)
         return out
 
     def constraints(t, q, p):
-        frames = body_frames(q)
-        rows = [
-            j.residual(frames, p) if isinstance(j, _TwoBodyJoint) else j(t, q, p) for j in holonomic
-        ]
+        at = frames(q)
+        rows = [layout.normalization(q)] if n_normalization else []
+        for j in holonomic:
+            rows.append(j.residual(at, p) if isinstance(j, _TwoBodyJoint) else j(t, q, p))
         return jnp.concatenate(rows)
 
     def velocity_constraints(t, q, qd, p):
@@ -519,7 +681,7 @@ def spatial_mechanism(
     return Mechanism.from_lagrangian(
         jax.jit(kinetic_energy),
         jax.jit(potential_energy),
-        jax.jit(constraints) if holonomic else None,
+        jax.jit(constraints) if holonomic or n_normalization else None,
         jax.jit(velocity_constraints) if pfaffian else None,
         params,
         external_forces=(
@@ -528,7 +690,7 @@ def spatial_mechanism(
             else None
         ),
         elements=element_set if element_set.elements else None,
-        coordinate_names=coordinate_names(bodies),
+        coordinate_names=layout.coordinate_names(),
         constraint_groups=groups,
         reference_q=reference_q,
         reference_t=reference_t,
