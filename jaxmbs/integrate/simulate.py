@@ -54,7 +54,7 @@ from .solution import (
     raise_on_failure,
     rhs_evaluations,
 )
-from .solvers import multiply_add_stages
+from .solvers import exact_newton, multiply_add_stages
 from .stabilization import AbstractStabilization, get_stabilization
 from .state_space import AbstractStateSpace, AllCoordinates
 from .switching import Switching
@@ -122,7 +122,10 @@ def simulate(
     - `rtol`, `atol`: tolerances of the PID step-size controller (traced: other values
       reuse the compiled solve).
     - `saveat`: output times (None: t1 only).
-    - `solver`: a diffrax solver (default `diffrax.Tsit5()`).
+    - `solver`: a diffrax solver (default `diffrax.Tsit5()`). For a stiff mechanism (stiff
+      springs, bushings, tyres) an implicit one, e.g. `diffrax.Kvaerno5()`; its default
+      chord root finder is replaced by Newton's method with the exact Jacobian
+      (`jaxmbs.integrate.solvers.exact_newton`); a root finder you pass is kept.
     - `stepsize_controller`: a diffrax step-size controller (default
       `diffrax.PIDController(rtol=rtol, atol=atol)`; when given, `rtol` and `atol` are unused).
     - `params`: parameters replacing the mechanism's (convenient for `jax.grad`); a partial
@@ -305,6 +308,7 @@ def _solve(
     ok = ok & representable
     args = (params, ok)
     solver = _forward_mode_stages(multiply_add_stages(options.solver), options.adjoint)
+    solver = exact_newton(solver)
     solver = space.wrap_solver(solver, mechanism, structure, stabilization)
 
     internal = list(space.singular_conditions(mechanism, structure))
