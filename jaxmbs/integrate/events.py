@@ -34,7 +34,7 @@ from ..formulations import banded
 from ..kinematics.compressed import CompressedJacobian
 from ..kinematics.constraints import compressed_constraint_jacobian, constraint_jacobian
 from ..kinematics.structure import Structure, structure_band_plan
-from ..model import Mechanism
+from ..model import Mechanism, inertia
 
 #: Gram pivots above this fraction of their scale clear a configuration without the QR (their
 #: error, about ε‖C‖²/pivot, is then below 1e-11 of the scale for a hundred rows).
@@ -145,3 +145,11 @@ def relative_pivot(mechanism: Mechanism, structure: Structure, t, q: Array, para
     C = constraint_jacobian(mechanism, t, q, params)[np.asarray(structure.independent_rows)]
     d = linalg.orthonormal_rows(C)[1]
     return jnp.min(d) / _scale(d)
+
+
+def mass_pivot(mechanism: Mechanism, q: Array, params: Params):
+    """min_k L_kk / max_k L_kk of the Cholesky factor of M(q): how close the mass matrix is
+    to singular (the lock of a body in Euler angles, where sin θ = 0; NaN where M is not
+    positive definite)."""
+    d = jnp.diagonal(linalg.cholesky(inertia.mass_matrix(mechanism, q, params)))
+    return jnp.min(d) / jnp.max(d)

@@ -15,11 +15,11 @@ can be jit-ed, vmapped over q0, q̇0 and the parameters, and differentiated.
 - diffrax's step-size floor: the default controller (or a given `PIDController` without a
   floor) stops when a step would be shorter than `STEP_COLLAPSE` · (t1 − t0) (at least
   100 ε |t|). With the rank check on (`check_rank=True`, the default), a step size
-  collapsing while C's independent rows are near rank loss (relative pivot below
-  `COLLAPSE_PIVOT` at the last state reached) is a lock or toggle position →
-  `singular_configuration`; otherwise (a NaN force, a discontinuity, or any collapse
-  without the rank check) → `step_failed`. A locking mechanism thus stops at its lock
-  within a few hundred steps, not after `max_steps`;
+  collapsing while C's independent rows are near rank loss, or M near singular (relative
+  pivot of either below `COLLAPSE_PIVOT` at the last state reached), is a lock or toggle
+  position, or the gimbal lock of Euler angles → `singular_configuration`; otherwise (a NaN
+  force, a discontinuity, or any collapse without the rank check) → `step_failed`. A locking
+  mechanism thus stops at its lock within a few hundred steps, not after `max_steps`;
 - `max_steps_reached`; any other solver failure → `step_failed`;
 - an initial state that is not finite or consistent → `inconsistent_initial_conditions`.
 
@@ -44,7 +44,7 @@ from ..formulations.closing import ClosingVariant
 from ..kinematics.constraints import position_residual, velocity_residual
 from ..kinematics.structure import Structure, resolve_structure
 from .closing import ClosingConditions
-from .events import rank_condition, relative_pivot
+from .events import mass_pivot, rank_condition, relative_pivot
 from .inputs import check_inputs, check_options, initial_checks, merge_params, raise_if_invalid
 from .partitioned import PartitionedCoordinates
 from .solution import (
@@ -64,8 +64,9 @@ if TYPE_CHECKING:
 
 #: The smallest step, relative to t1 − t0, before the solve stops as collapsed.
 STEP_COLLAPSE = 1e-10
-#: Relative pivot of C's independent rows below which a collapsed step size is taken as a
-#: singular configuration (a lock or toggle position) rather than a failed step.
+#: Relative pivot of C's independent rows (or of M's Cholesky factor) below which a collapsed
+#: step size is taken as a singular configuration (a lock or toggle position) rather than a
+#: failed step.
 COLLAPSE_PIVOT = 1e-3
 
 
@@ -357,12 +358,14 @@ def _solve(
     event_index = jnp.where(jnp.any(user_fired), jnp.argmax(user_fired), -1)
 
     near_singular = jnp.zeros((), bool)
-    if options.rank_rtol is not None and structure.rank > 0:  # part of the rank check
+    if options.rank_rtol is not None:  # part of the rank check
         # The classification is not differentiated (a discrete decision).
         t_f, final_, params_ = jax.lax.stop_gradient((t_final, final, params))
         q_final = space.physical_state(mechanism, structure, t_f, final_, params_)[0]
-        pivot = relative_pivot(mechanism, structure, t_f, q_final, params_)
-        near_singular = pivot < COLLAPSE_PIVOT
+        near_singular = mass_pivot(mechanism, q_final, params_) < COLLAPSE_PIVOT
+        if structure.rank > 0:
+            pivot = relative_pivot(mechanism, structure, t_f, q_final, params_)
+            near_singular = near_singular | (pivot < COLLAPSE_PIVOT)
     result = RESULTS.where(
         out.result == diffrax.RESULTS.max_steps_reached,
         RESULTS.max_steps_reached,
