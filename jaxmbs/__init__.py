@@ -8,6 +8,7 @@ float64 is not switched on by importing jaxmbs; for accuracy work enable it firs
 
 from .analysis import Analysis as Analysis
 from .analysis import GroupSolvability as GroupSolvability
+from .analysis import Linearization as Linearization
 from .analysis import Reactions as Reactions
 from .analysis import RowElimination as RowElimination
 from .analysis import analyze as analyze
@@ -15,6 +16,9 @@ from .analysis import constraint_reactions as constraint_reactions
 from .analysis import element_forces as element_forces
 from .analysis import element_power as element_power
 from .analysis import eliminate_rows as eliminate_rows
+from .analysis import equilibrium as equilibrium
+from .analysis import equilibrium_multipliers as equilibrium_multipliers
+from .analysis import linearize as linearize
 from .analysis import physical_reactions as physical_reactions
 from .analysis import solution_reactions as solution_reactions
 from .batch import MonteCarloResult as MonteCarloResult
