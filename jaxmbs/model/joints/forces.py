@@ -1,20 +1,24 @@
-"""Force elements: springs, dampers and their laws between the bodies of a mechanism.
+"""Force elements: springs, dampers, bushings and actuators between the bodies of a mechanism.
 
-Every element here acts along one scalar *deformation* δ(q) of the mechanism — the distance
-between two body points, a relative angle — and applies the force (or torque) f along it:
+Every element here acts along a *deformation* δ(q) of the mechanism — the distance between two
+body points, a relative angle (scalars), the relative pose of two body frames (a bushing's
+six components) — and applies the force (or torque) f along it:
 
-    f = k (δ − δ₀) + c δ̇                (linear law), or
-    f = law(δ, δ̇, p)                     (a user's law, e.g. `one_sided`),
+    f = K (δ − δ₀) + C δ̇ − u            (linear law; K, C numbers or matrices), or
+    f = law(δ, δ̇, p) − u                 (a user's law, e.g. `one_sided`),
 
-positive f pulling δ back (tension in a spring). Its generalized force is
+positive f pulling δ back (tension in a spring); u(t, q, q̇, p) is an optional actuator's
+force or torque, pushing δ forward (a motor across a joint, a controller). Its generalized
+force is
 
     Q = −(∂δ/∂q)ᵀ f,                      with δ̇ = (∂δ/∂q) q̇,
 
 one reverse-mode product of δ(q) (a vjp) and one forward-mode product (a jvp). The stiffness
-part of the linear law is conservative with the potential V = ½ k (δ − δ₀)², which the
-builders add to the mechanism's potential energy, so `Solution.energy` stays the total
-mechanical energy; the remainder f_nc = c δ̇ (or the whole of a user's law) does the work
-P = −f_nc δ̇ on the system (`power`; −P ≥ 0 is the power a damper dissipates), and
+part of the linear law is conservative with the potential V = ½ (δ − δ₀)ᵀ K (δ − δ₀) (K
+symmetric), which the builders add to the mechanism's potential energy, so `Solution.energy`
+stays the total mechanical energy; the remainder f_nc = C δ̇ − u (or the whole of a user's law)
+does the work P = −f_ncᵀ δ̇ on the system (`power`; −P ≥ 0 is the power a damper
+dissipates), and
 
     E(t) − E(0) = ∫₀ᵗ Σ P dt                                        (energy balance).
 
@@ -45,13 +49,21 @@ class BodyKinematics(NamedTuple):
 
     - `point(q, body, local)`: global position of a point of `body` (None: ground) given in
       its local frame;
-    - `relative_angle(q, body_i, body_j, axis_i, axis_j)`: the rotation angle of body j
-      relative to body i (planar: φ_j − φ_i, the axes ignored; spatial: about `axis_i`,
-      measured in the plane normal to it from a reference vector carried by each body).
+    - `relative_angle(q, body_i, body_j, axis_i, reference_i, reference_j)`: the rotation
+      angle of body j relative to body i (planar: φ_j − φ_i, the other arguments ignored;
+      spatial: about `axis_i`, measured in the plane normal to it between a reference
+      vector carried by each body);
+    - `rotation(q, body)`: the rotation matrix of the body's frame (ground: identity).
     """
 
     point: Callable[..., Array]
     relative_angle: Callable[..., Array]
+    rotation: Callable[..., Array]
+
+
+def _times(K: Array, x: Array) -> Array:
+    """K x for a coefficient that is a number, a vector (diagonal) or a matrix."""
+    return K @ x if K.ndim == 2 else K * x
 
 
 def one_sided(
@@ -75,17 +87,19 @@ def one_sided(
 
 
 @dataclasses.dataclass(frozen=True)
-class _ScalarElement:
-    """An element acting along a scalar deformation δ(q) (module docstring).
+class _Element:
+    """An element acting along a deformation δ(q) (module docstring).
 
-    `stiffness`, `damping` and the reference `free_value` δ₀ define the linear law; a `law`
-    replaces it (then no potential is reported: all of its work counts as external).
+    `stiffness`, `damping` and the element's reference δ₀ define the linear law; a `law`
+    replaces it (then no potential is reported: all of its work counts as external); an
+    `actuator` u(t, q, q̇, p) adds its force or torque along δ.
     """
 
     name: str
     stiffness: Spec = 0.0
     damping: Spec = 0.0
     law: ForceLaw | None = None
+    actuator: Callable[..., Array] | None = None
 
     def deformation(self, kit: BodyKinematics, q, p) -> Array:
         raise NotImplementedError
@@ -98,46 +112,52 @@ class _ScalarElement:
         """(δ, δ̇) by one jvp of δ(q) along q̇."""
         return jax.jvp(lambda q_: self.deformation(kit, q_, p), (q,), (qd,))
 
-    def _nonconservative(self, delta, delta_dot, p) -> Array:
+    def _nonconservative(self, t, q, qd, delta, delta_dot, p) -> Array:
+        """f_nc = C δ̇ (or the law) − u."""
         if self.law is not None:
-            return self.law(delta, delta_dot, p)
-        return value(self.damping, p) * delta_dot
+            f = self.law(delta, delta_dot, p)
+        else:
+            f = _times(value(self.damping, p), delta_dot)
+        if self.actuator is not None:
+            f = f - jnp.asarray(self.actuator(t, q, qd, p))
+        return f
 
     def force(self, kit: BodyKinematics, t, q, qd, p) -> Array:
         """The element's force f (tension positive) or torque at a state."""
         delta, delta_dot = self._rate(kit, q, qd, p)
-        f = self._nonconservative(delta, delta_dot, p)
+        f = self._nonconservative(t, q, qd, delta, delta_dot, p)
         if self.law is None:
-            f = f + value(self.stiffness, p) * (delta - self.reference(p))
+            f = f + _times(value(self.stiffness, p), delta - self.reference(p))
         return f
 
     def potential(self, kit: BodyKinematics, q, p) -> Array:
-        """V = ½ k (δ − δ₀)² (zero for a user's law)."""
+        """V = ½ (δ − δ₀)ᵀ K (δ − δ₀) (zero for a user's law)."""
         if self.law is not None:
             return jnp.zeros((), q.dtype)
         stretch = self.deformation(kit, q, p) - self.reference(p)
-        return 0.5 * value(self.stiffness, p) * stretch**2
+        return 0.5 * jnp.sum(stretch * _times(value(self.stiffness, p), stretch))
 
     def nonconservative_force(self, kit: BodyKinematics, t, q, qd, p) -> Array:
         """Q_nc = −(∂δ/∂q)ᵀ f_nc, the part of the generalized force without a potential."""
         delta, pullback = jax.vjp(lambda q_: self.deformation(kit, q_, p), q)
         delta_dot = jax.jvp(lambda q_: self.deformation(kit, q_, p), (q,), (qd,))[1]
-        f = self._nonconservative(delta, delta_dot, p)
+        f = self._nonconservative(t, q, qd, delta, delta_dot, p)
         return -pullback(jnp.asarray(f, q.dtype))[0]
 
     def power(self, kit: BodyKinematics, t, q, qd, p) -> Array:
-        """P = −f_nc δ̇, the work per unit time of the non-conservative part on the system."""
+        """P = −f_ncᵀ δ̇, the work per unit time of the non-conservative part on the system."""
         delta, delta_dot = self._rate(kit, q, qd, p)
-        return -self._nonconservative(delta, delta_dot, p) * delta_dot
+        return -jnp.sum(self._nonconservative(t, q, qd, delta, delta_dot, p) * delta_dot)
 
 
 @dataclasses.dataclass(frozen=True)
-class SpringDamper(_ScalarElement):
+class SpringDamper(_Element):
     """A translational spring-damper between point_i of body_i and point_j of body_j.
 
     δ = |P_j − P_i| (the element's length), δ₀ = `free_length`; f > 0 pulls the points
-    together. Planar or spatial by the builder it is given to. The length must stay
-    positive (the direction of the force is undefined at δ = 0).
+    together, an actuator's u > 0 pushes them apart (a linear actuator, stiffness 0). Planar
+    or spatial by the builder it is given to. The length must stay positive (the direction of
+    the force is undefined at δ = 0).
     """
 
     body_i: int | None = None
@@ -157,13 +177,14 @@ class SpringDamper(_ScalarElement):
 
 
 @dataclasses.dataclass(frozen=True)
-class RotationalSpringDamper(_ScalarElement):
+class RotationalSpringDamper(_Element):
     """A torsional spring-damper between body_i and body_j (ground: None).
 
     Planar: δ = φ_j − φ_i, across a revolute joint (no winding limit). Spatial: δ is the
     rotation of body j relative to body i about `axis_i` (body i's frame), measured from
     `reference_j` (a body-j vector perpendicular to its joint axis) against `reference_i`;
-    it lies in (−π, π]. δ₀ = `free_angle`; the torque f > 0 turns δ back.
+    it lies in (−π, π]. δ₀ = `free_angle`; the torque f > 0 turns δ back, an actuator's u > 0
+    turns it forward (a motor across the joint: `actuator=lambda t, q, qd, p: …`).
     """
 
     body_i: int | None = None
@@ -187,7 +208,38 @@ class RotationalSpringDamper(_ScalarElement):
         return value(self.free_angle, p)
 
 
-ForceElement = SpringDamper | RotationalSpringDamper
+@dataclasses.dataclass(frozen=True)
+class Bushing(_Element):
+    """A spatial bushing between point_i of body_i and point_j of body_j (6 components).
+
+    δ = (d, θ): d = Aᵢᵀ (P_j − P_i), the displacement in body i's frame, and θ = vee(½(R − Rᵀ))
+    with R = Aᵢᵀ Aⱼ R₀ᵀ, the small-angle rotation of body j relative to body i (R₀: their
+    relative orientation when unloaded, default the identity) — exact to first order, so the
+    stiffness is the small-deflection one. `stiffness` and `damping`: 6 × 6 matrices in body
+    i's frame (symmetric stiffness), or 6 diagonal entries. f = K δ + C δ̇ (or a law) is the
+    force and moment on body i, in its frame.
+    """
+
+    body_i: int | None = None
+    point_i: Spec = (0.0, 0.0, 0.0)
+    body_j: int | None = None
+    point_j: Spec = (0.0, 0.0, 0.0)
+    rest_rotation: Spec = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
+
+    def deformation(self, kit, q, p) -> Array:
+        A_i, A_j = kit.rotation(q, self.body_i), kit.rotation(q, self.body_j)
+        d = kit.point(q, self.body_j, value(self.point_j, p)) - kit.point(
+            q, self.body_i, value(self.point_i, p)
+        )
+        R = A_i.T @ A_j @ value(self.rest_rotation, p).T
+        W = 0.5 * (R - R.T)
+        return jnp.concatenate([A_i.T @ d, jnp.stack([W[2, 1], W[0, 2], W[1, 0]])])
+
+    def reference(self, p) -> Array:
+        return jnp.zeros(6)
+
+
+ForceElement = SpringDamper | RotationalSpringDamper | Bushing
 
 
 def check_elements(elements: Sequence[ForceElement], n_bodies: int) -> tuple[ForceElement, ...]:

@@ -279,8 +279,13 @@ def relative_angle(q, body_i: int | None, body_j: int | None, *axes) -> Array:
     return angle(q, body_j) - angle(q, body_i)
 
 
-#: Points and relative angles of planar bodies, for the force elements.
-KINEMATICS = BodyKinematics(point, relative_angle)
+def body_rotation(q, body: int | None) -> Array:
+    """A(φ) of a body (ground: the identity)."""
+    return rotation(angle(q, body))
+
+
+#: Points, relative angles and rotations of planar bodies, for the force elements.
+KINEMATICS = BodyKinematics(point, relative_angle, body_rotation)
 
 
 def coordinate_names(bodies: Sequence[Body]) -> tuple[str, ...]:

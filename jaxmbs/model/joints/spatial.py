@@ -631,9 +631,13 @@ def spatial_mechanism(
     def frames(q) -> Frames:
         return layout.frames(q)
 
+    def rotation_of(q, body):
+        return jnp.eye(3, dtype=q.dtype) if body is None else frames(q).rotations[body]
+
     kinematics = BodyKinematics(
         lambda q, body, local: frames(q).point(body, local),
         functools.partial(relative_angle, frames),
+        rotation_of,
     )
     element_set = ElementSet(check_elements(elements, n_bodies), kinematics)
 
