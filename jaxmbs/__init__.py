@@ -69,6 +69,7 @@ from .kinematics import projective_criterion as projective_criterion
 from .kinematics import svd_criterion as svd_criterion
 from .kinematics import velocity_residual as velocity_residual
 from .model import Mechanism as Mechanism
+from .model import Profile as Profile
 from .model import joints as joints
 from .model import map_coordinates as map_coordinates
 from .optimize import GRADIENT_MODES as GRADIENT_MODES

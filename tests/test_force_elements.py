@@ -188,3 +188,32 @@ def test_motor_torque_across_a_joint():
         jaxmbs.element_power(mech, sol), (tau0 + tau1 * ts) * rate, atol=1e-8
     )
     np.testing.assert_allclose(sol.energy - sol.energy[0], 0.5 * J * rate**2, atol=1e-8)
+
+
+def test_road_profile_as_a_driving_constraint():
+    """A wheel on a vertical rail follows a sampled road z(x) passed at speed v: its height is
+    the spline's value, C² between the samples, and the rail force is m (z̈ + g)."""
+    x = np.linspace(0.0, 10.0, 41)
+    z = 0.05 * np.sin(0.8 * x) + 0.02 * np.exp(-((x - 5.0) ** 2))
+    road = jaxmbs.Profile(x, z)
+    np.testing.assert_allclose(np.asarray(road(x)), z, atol=1e-15)
+    curvature = jax.vmap(jax.grad(jax.grad(road)))
+    knots = x[5:-5]
+    np.testing.assert_allclose(curvature(knots - 1e-9), curvature(knots + 1e-9), atol=1e-6)
+    assert abs(float(road(-3.0)) - z[0]) < 1e-15 and abs(float(road(13.0)) - z[-1]) < 1e-15
+
+    speed, mass = 2.0, 4.0
+    rail = planar.Translational("rail", None, (0.0, 0.0), (0.0, 1.0), 0)
+    drive = planar.Driving("road", 1, road.along("v", start=1.0))
+    mech = planar.planar_mechanism(
+        [planar.Body("wheel", mass, 0.1)], [rail, drive], {"v": speed}
+    ).with_structure(np.array([0.0, float(road(1.0)), 0.0]))
+    q0 = np.array([0.0, float(road(1.0)), 0.0])
+    qd0 = np.array([0.0, speed * float(jax.grad(road)(1.0)), 0.0])
+    ts = np.linspace(0.0, 3.0, 61)
+    sol = jaxmbs.simulate(mech, q0, qd0, (0.0, 3.0), saveat=ts, rtol=TOL, atol=TOL)
+    s = 1.0 + speed * ts
+    np.testing.assert_allclose(sol.q[:, 1], np.asarray(road(s)), atol=1e-12)
+    zdd = speed**2 * np.asarray(curvature(s))
+    np.testing.assert_allclose(sol.qdd[:, 1], zdd, atol=1e-9)
+    assert np.max(np.abs(zdd)) > 0.1  # the road moves the wheel

@@ -3,6 +3,8 @@ coordinate maps (first stage of the pipeline model → kinematics → formulatio
 analysis)."""
 
 from . import inertia as inertia
+from . import inputs as inputs
 from . import joints as joints
+from .inputs import Profile as Profile
 from .maps import map_coordinates as map_coordinates
 from .mechanism import Mechanism as Mechanism
