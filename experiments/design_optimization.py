@@ -42,8 +42,8 @@ X0 = np.log([0.8, 1.25, 1.3, 0.75])
 COUPLER_POINT = (0.1, 0.12)
 TS = np.linspace(0.0, 1.5, 31)
 TOL = 1e-10
-# Baumgarte rather than projection: diffrax.ForwardMode does not accept the projection
-# solver wrapper (diffrax 0.7.2), and the three gradient modes must see the same solve.
+# One stabilisation for the three gradient modes, so that they differentiate the same solve
+# (every stabilisation works with each; Baumgarte is the one the recorded results used).
 SOLVE = {"rtol": TOL, "atol": TOL, "stabilization": jaxmbs.Baumgarte(alpha=10.0, beta=10.0)}
 
 

@@ -133,7 +133,8 @@ def simulate(
       mapping replaces only its keys.
     - `dt0`: initial step (None: chosen automatically).
     - `max_steps`: step limit.
-    - `adjoint`: diffrax adjoint for reverse-mode gradients (default checkpointed).
+    - `adjoint`: diffrax adjoint for gradients (default: checkpointed reverse mode, and
+      `diffrax.ForwardMode()` when `simulate` is differentiated by `jax.jvp`/`jax.jacfwd`).
     - `consistency_tol`: the largest |Φ(q0)| and |c(q0, q̇0)| accepted.
     - `check_rank`: stop with `RESULTS.singular_configuration` if the rank of C changes.
     - `rank_rtol`: relative pivot size below which the rank is taken to change, in (0, 1).
@@ -173,7 +174,21 @@ def simulate(
     if throw and is_concrete(q0, qd0, t0, params):
         check = eqx.filter_jit(initial_checks)(mechanism, t0, q0, qd0, params, consistency_tol)
         raise_if_invalid(check, consistency_tol)
-    solution = _solve(mechanism, structure, space, q0, qd0, t0, t1, saveat, options)
+    try:
+        solution = _solve(mechanism, structure, space, q0, qd0, t0, t1, saveat, options)
+    except TypeError as error:
+        if "custom_vjp" not in str(error):
+            raise
+        # Forward mode (jax.jvp, jax.jacfwd) through the default reverse-mode adjoint, whose
+        # checkpointed loop is a custom_vjp: differentiate the loop itself instead.
+        if adjoint is not None:
+            raise TypeError(
+                f"forward-mode differentiation (jax.jvp, jax.jacfwd) cannot pass through "
+                f"adjoint={type(adjoint).__name__}(); pass adjoint=diffrax.ForwardMode(), or "
+                f"leave adjoint unset and simulate chooses it"
+            ) from error
+        options = eqx.tree_at(lambda o: o.adjoint, options, diffrax.ForwardMode())
+        solution = _solve(mechanism, structure, space, q0, qd0, t0, t1, saveat, options)
     return raise_on_failure(solution) if throw else solution
 
 
