@@ -1,10 +1,18 @@
 """Analysis of a mechanism and its motion: constraint reactions, force-element forces,
-solvability of the reactions with redundant constraints, elimination of redundant rows."""
+solvability of the reactions with redundant constraints, elimination of redundant rows,
+labelled export (xarray, netCDF, CSV) and pictures of the motion."""
 
+from .animation import animate as animate
+from .animation import snapshot as snapshot
 from .elements import element_forces as element_forces
 from .elements import element_power as element_power
 from .elimination import RowElimination as RowElimination
 from .elimination import eliminate_rows as eliminate_rows
+from .energy import conserves_energy as conserves_energy
+from .energy import energy_rate as energy_rate
+from .export import monte_carlo_to_xarray as monte_carlo_to_xarray
+from .export import to_xarray as to_xarray
+from .export import write_csv as write_csv
 from .reactions import Reactions as Reactions
 from .reactions import constraint_reactions as constraint_reactions
 from .reactions import physical_reactions as physical_reactions
