@@ -2,6 +2,7 @@
 columns, animations and snapshots, from the library and the command line."""
 
 import csv
+import shutil
 
 import numpy as np
 import pytest
@@ -119,6 +120,10 @@ def test_animate_rejects_bad_paths_before_any_work(fourbar_run, tmp_path):
         jaxmbs.animate(mech, sol, tmp_path / "fourbar.avi")
     with pytest.raises(ValueError, match="not a folder"):
         jaxmbs.animate(mech, sol, tmp_path / "missing" / "fourbar.gif")
+    if shutil.which("ffmpeg") is None:
+        with pytest.raises(RuntimeError, match="ffmpeg"):
+            jaxmbs.animate(mech, sol, tmp_path / "fourbar.mp4")
+    assert not list(tmp_path.iterdir())
 
 
 def test_snapshot_draws_one_line_per_body(fourbar_run):
