@@ -9,6 +9,7 @@ import pytest
 
 import jaxmbs
 from jaxmbs import cli
+from jaxmbs.model.joints import spatial
 from jaxmbs.models import fourbar, spring_pendulum
 
 xr = pytest.importorskip("xarray")
@@ -56,6 +57,7 @@ def test_solution_to_xarray_round_trips_through_netcdf(fourbar_run, tmp_path):
     assert ds.attrs["method"] == "qr" and ds.attrs["option_stabilization"] == "projection"
     assert int(ds.result) == 0 and ds.result.attrs["flag_meanings"].split()[0] == "successful"
     assert "energy" in ds and int(ds["stats.num_steps"]) > 0
+    assert int(ds.energy_conserved) == 1  # the four-bar is conservative
     path = tmp_path / "fourbar.nc"
     ds.to_netcdf(path)
     assert_same_dataset(ds, xr.load_dataset(path))
@@ -68,6 +70,7 @@ def test_element_forces_are_exported(tmp_path):
     ds = jaxmbs.to_xarray(mech, sol)
     forces = jaxmbs.element_forces(mech, sol)
     assert forces
+    assert int(ds.energy_conserved) == 0  # the damper dissipates
     for name, value in forces.items():
         np.testing.assert_array_equal(ds[f"element_force.{name}"].values, np.asarray(value))
     ds.to_netcdf(tmp_path / "spring.nc")
@@ -142,6 +145,32 @@ def test_snapshot_draws_one_line_per_body(fourbar_run):
         with pytest.raises(ValueError, match="must lie in"):
             jaxmbs.snapshot(mech, sol, [2.0])
     finally:
+        plt.close(fig)
+
+
+def test_spatial_snapshot_draws_the_given_joints_in_3d():
+    """A spatial double pendulum hanging from O = 0: the builder keeps no joints, so they
+    are passed; the upper rod is drawn between its joint points O and P, the lower one (a
+    single joint point) from P to its centre of mass, in 3-D."""
+    bodies = [spatial.Body(name, 1.0, (0.1, 0.1, 0.01)) for name in ("upper", "lower")]
+    joints = [
+        spatial.Spherical("O", 0, (0.0, 0.0, 0.5)),
+        spatial.Spherical("P", 0, (0.0, 0.0, -0.5), 1, (0.0, 0.0, 0.5)),
+    ]
+    q0 = np.concatenate([spatial.pose((0.0, 0.0, -z), np.eye(3)) for z in (0.5, 1.5)])
+    mech = spatial.spatial_mechanism(bodies, joints, reference_q=q0)
+    sol = jaxmbs.simulate(mech, q0, np.zeros_like(q0), (0.0, 0.1), saveat=np.array([0.0, 0.1]))
+    fig = jaxmbs.snapshot(mech, sol, [0.0], joints=joints)
+    try:
+        (ax,) = fig.axes
+        assert ax.name == "3d" and [line.get_label() for line in ax.lines] == ["upper", "lower"]
+        for line, ends in zip(ax.lines, ([-1.0, 0.0], [-1.5, -1.0]), strict=True):
+            x, y, z = (np.asarray(v, dtype=float) for v in line.get_data_3d())
+            np.testing.assert_allclose(np.sort(z), ends, atol=1e-9)
+            np.testing.assert_allclose(np.concatenate([x, y]), 0.0, atol=1e-9)
+    finally:
+        import matplotlib.pyplot as plt
+
         plt.close(fig)
 
 

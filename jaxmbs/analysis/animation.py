@@ -2,11 +2,12 @@
 
 Each body is drawn as the line through its joint points: the points where its joints attach
 (`point_i` on `body_i`, `point_j` on `body_j`, a knife edge's contact point), joined in
-order around their centre (a closed polygon from three points on); a body without joint
-points is a dot at its centre of mass. Ground points are drawn as markers. Planar
-mechanisms built by `jaxmbs.joints.planar.planar_mechanism` carry their joints, so nothing
-extra is needed; the spatial builder does not keep its joints, so pass them (`joints=`) to
-draw a spatial mechanism's bodies as lines (without them: the centres of mass only).
+order around their centre (a closed polygon from three points on); a body with fewer than
+two joint points is drawn to (or as a dot at) its centre of mass. Ground points are drawn
+as markers. Planar mechanisms built by `jaxmbs.joints.planar.planar_mechanism` carry their
+joints, so nothing extra is needed; the spatial builder does not keep its joints, so pass
+them (`joints=`) to draw a spatial mechanism's bodies as lines (without them: the centres
+of mass only).
 
 matplotlib (`pip install 'jaxmbs[figures]'`) is imported only when a picture is made.
 """
@@ -88,7 +89,7 @@ def _distinct(points: Sequence[np.ndarray]) -> np.ndarray:
 
 
 def _ordered(points: np.ndarray) -> np.ndarray:
-    """Distinct local points, ordered around their centre and closed from three on."""
+    """Distinct points, ordered around their centre and closed from three on."""
     pts = _distinct(points)
     if len(pts) < 3:
         return pts
@@ -147,7 +148,9 @@ def drawing(
     q = np.asarray(solution.q)
     bodies = []
     for k, pts in enumerate(local):
-        pts = _ordered(np.asarray(pts)) if pts else np.zeros((1, dim))
+        if len(_distinct(pts)) < 2:  # add the centre of mass (the local origin)
+            pts = [*pts, np.zeros(dim)]
+        pts = _ordered(pts)
         at = jax.vmap(lambda qt, k=k, pts=pts: jax.vmap(lambda s: point(qt, k, s))(pts))
         bodies.append(np.asarray(at(q)))
     ground = _distinct(ground) if ground else np.zeros((0, dim))

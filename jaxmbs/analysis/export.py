@@ -5,8 +5,9 @@ names: dimensions `time` × `coordinate` (× `sample` for a Monte Carlo study), 
 multipliers λ per constraint row (each row labelled with its constraint group), the
 generalized reactions Cᵀλ, the joint reactions where the joint builders provide them
 (`jaxmbs.solution_reactions`), the force elements' forces where present
-(`jaxmbs.element_forces`), the constraint residuals, the energy, the result codes and solver
-statistics, and the run's options as attributes. xarray is an optional dependency
+(`jaxmbs.element_forces`), the constraint residuals, the energy and whether the run
+conserves it (`jaxmbs.conserves_energy`), the result codes and solver statistics, and the
+run's options as attributes. xarray is an optional dependency
 (`pip install 'jaxmbs[export]'`, which also installs h5netcdf for netCDF files); it is only
 imported when a dataset is made.
 
@@ -27,6 +28,7 @@ import numpy as np
 from .._internal.types import Params
 from ..integrate.solution import RESULT_NAMES, Solution, result_index
 from .elements import element_forces
+from .energy import conserves_energy, energy_rate
 from .reactions import solution_reactions
 
 if TYPE_CHECKING:
@@ -114,6 +116,8 @@ def _trajectory_variables(mechanism: Mechanism, solution: Solution, params: Para
     }
     if solution.energy is not None:
         out["energy"] = (("time",), solution.energy)
+        out["energy_rate"] = (("time",), energy_rate(mechanism, solution, params))
+        out["energy_conserved"] = ((), int(conserves_energy(mechanism, solution, params)))
     for name, value in solution.stats.items():
         out[f"stats.{name}"] = ((), value)
     reactions = solution_reactions(mechanism, solution, params)
@@ -133,14 +137,14 @@ def _axis_name(size: int) -> str:
 
 
 def _coordinates(mechanism: Mechanism, ts) -> dict:
+    """The labels: output times, coordinate names, constraint rows and their groups."""
     labels, groups = constraint_labels(mechanism)
-    coords = {
+    return {
         "time": ("time", np.asarray(ts)),
         "coordinate": ("coordinate", list(mechanism.coordinate_names)),
         "constraint": ("constraint", list(labels)),
         "constraint_group": ("constraint", list(groups)),
     }
-    return coords
 
 
 def _attach_attributes(dataset: xarray.Dataset) -> None:
@@ -154,6 +158,10 @@ def _attach_attributes(dataset: xarray.Dataset) -> None:
         "position_residual": "max |Phi(q, t)|",
         "velocity_residual": "max |c(t, q, qd)| (holonomic Phi-dot and Pfaffian psi)",
         "energy": "total mechanical energy 1/2 qd^T M qd + V",
+        "energy_rate": "dE/dt at the stored states: power of non-conservative forces and drives",
+        "energy_conserved": "1 where the run conserves energy (jaxmbs.conserves_energy)",
+        "diagnostics.energy_drift": "max |E - E0| / |E0|: a drift only where energy_conserved "
+        "is 1, else the physical change of energy",
         "generalized_reaction": "generalized constraint reactions f = C^T lambda = Q - M qdd",
         "t_final": "time the integration stopped",
         "event": "index of the event condition that stopped the run, -1 if none",
@@ -188,7 +196,8 @@ def to_xarray(
     **Returns:** a dataset with dimensions `time`, `coordinate`, `constraint` (one row of
     [Φ; ψ] each, labelled `group:k`, with its group in the coordinate `constraint_group`)
     and, for vector reactions, `xy`. Variables: `q`, `qd`, `qdd`, `multipliers`,
-    `position_residual`, `velocity_residual`, `energy` (where defined),
+    `position_residual`, `velocity_residual`, `energy`, `energy_rate` and
+    `energy_conserved` (where the energy is defined),
     `generalized_reaction`, `reaction.<joint>.<component>` (planar joint builders),
     `element_force.<name>` (force elements), `result` (index into the attribute
     `result_names`), `t_final`, `event` and `stats.<name>`. Attributes: `method`,
