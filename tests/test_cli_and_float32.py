@@ -33,7 +33,7 @@ def test_simulate_command_writes_outputs(tmp_path, capsys):
     assert "dof = 1" in text and "successful" in text and "energy drift" in text
     with open(out) as f:
         rows = list(csv.reader(f))
-    assert rows[0][:4] == ["t", "x", "y", "gamma"]
+    assert rows[0][:4] == ["t", "q[x]", "q[y]", "q[gamma]"]
     assert len(rows) == 12
     np.testing.assert_allclose([float(r[0]) for r in rows[1:]], np.linspace(0, 1, 11), rtol=1e-12)
     assert fig.stat().st_size > 10_000

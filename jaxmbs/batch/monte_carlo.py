@@ -172,6 +172,14 @@ class MonteCarloResult:
         """Boolean mask of the samples that succeeded."""
         return self.result == SUCCESSFUL
 
+    def to_xarray(self, mechanism: Mechanism, *, options: Mapping[str, Any] | None = None):
+        """The study as a labelled `xarray.Dataset` with a leading `sample` dimension
+        ([`jaxmbs.to_xarray`][] per sample, plus the inputs and diagnostics; needs
+        `jaxmbs[export]` and `keep_solutions=True`). `mechanism` is the one simulated."""
+        from ..analysis import monte_carlo_to_xarray
+
+        return monte_carlo_to_xarray(mechanism, self, options=options)
+
     def save(self, path: str | Path) -> Path:
         """Write the results to `path`: `.npz` (everything) or `.csv` (one row per sample).
 
