@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import jax
 
-from .formulations import METHODS
+from .formulations import AUTO, METHODS
 from .integrate import STABILIZATIONS
 
 #: Simulations longer than this (in simulated seconds) show a progress bar.
@@ -56,7 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="jaxmbs",
         description="Constrained multibody dynamics in JAX.",
-        epilog=f"models: {models}\nmethods: {', '.join(METHODS)}\n"
+        epilog=f"models: {models}\nmethods: {', '.join((AUTO, *METHODS))}\n"
         f"stabilizations: {', '.join(STABILIZATIONS)}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -71,7 +71,12 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument(
         "--t1", type=_positive_float, default=10.0, help="end time in s, positive (default 10)"
     )
-    sim.add_argument("--method", choices=METHODS, default="qr", help="formulation (default qr)")
+    sim.add_argument(
+        "--method",
+        choices=(AUTO, *METHODS),
+        default=AUTO,
+        help="formulation (default auto: chosen from the mechanism's structure)",
+    )
     sim.add_argument(
         "--stabilization",
         choices=list(STABILIZATIONS),
@@ -187,7 +192,7 @@ def simulate_command(args: argparse.Namespace) -> int:
         f"rank = {s.rank}, redundancy = {s.redundancy}, dof = {s.dof})"
     )
     print(
-        f"method           {args.method}, stabilization {args.stabilization}, "
+        f"method           {sol.method}, stabilization {args.stabilization}, "
         f"rtol {args.rtol:g}, atol {args.atol:g}, {'float32' if args.float32 else 'float64'}"
     )
     if bool(sol.successful):

@@ -1,0 +1,45 @@
+"""`method="auto"` (the default): the formulation chosen from the static structure."""
+
+import dataclasses
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmbs
+from jaxmbs.formulations import choose_formulation
+from jaxmbs.models import chain, fourbar, mobile_robot, pendulum
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        pendulum.physical_pendulum,  # small, dense
+        lambda: fourbar.fourbar(redundant=True),  # redundant rows
+        mobile_robot.mobile_robot,  # Pfaffian rows
+        lambda: chain.chain(50),  # a long chain
+    ],
+    ids=["small-dense", "redundant", "pfaffian", "chain-50"],
+)
+def test_auto_chooses_banded_where_the_sparsity_is_known(build):
+    structure = build().structure
+    assert structure.sparsity is not None
+    assert choose_formulation(structure).name == "banded"
+
+
+def test_auto_falls_back_to_qr_without_sparsity():
+    structure = dataclasses.replace(fourbar.fourbar().structure, sparsity=None)
+    assert choose_formulation(structure).name == "qr"
+    with pytest.raises(ValueError, match="unknown method"):
+        jaxmbs.formulations.get_formulation("automatic", structure)
+
+
+def test_default_simulate_reports_its_choice_and_agrees_with_qr():
+    mech = pendulum.physical_pendulum()
+    q0, qd0 = pendulum.initial_state(mech, 1.0)
+    ts = jnp.linspace(0.0, 2.0, 21)
+    auto = jaxmbs.simulate(mech, q0, qd0, (0.0, 2.0), saveat=ts, rtol=1e-10, atol=1e-10)
+    qr = jaxmbs.simulate(mech, q0, qd0, (0.0, 2.0), saveat=ts, rtol=1e-10, atol=1e-10, method="qr")
+    assert auto.method == "banded" and qr.method == "qr"
+    np.testing.assert_allclose(auto.q, qr.q, atol=1e-9)
+    assert np.max(np.abs(np.asarray(auto.q[-1] - auto.q[0]))) > 0.1  # it moved
