@@ -194,21 +194,28 @@ def range_space_solver(
     position[rows] = np.arange(rows.size)
     factors = factor(plan, jax.lax.stop_gradient(M), jax.lax.stop_gradient(C))
 
+    def split(x):
+        n_q = x.shape[0] - rows.size
+        return x[:n_q], x[n_q:]
+
     def matvec(x):
         # Formed here, not outside: only derivatives evaluate the operator, and a value
         # closed over would be computed in every solve.
         C_R = linalg.take(C.dense() if isinstance(C, CompressedJacobian) else C, rows)
-        qdd, lam_R = x
-        return mass_matvec(plan, M, qdd) + C_R.T @ lam_R, C_R @ qdd
+        qdd, lam_R = split(x)
+        return jnp.concatenate([mass_matvec(plan, M, qdd) + C_R.T @ lam_R, C_R @ qdd])
 
     def solve_rhs(_, b):
-        Q, gamma_R = b
+        Q, gamma_R = split(b)
         qdd, lam = solve(plan, factors, Q, linalg.take(gamma_R, position))
-        return qdd, linalg.take(lam, rows)
+        return jnp.concatenate([qdd, linalg.take(lam, rows)])
 
     def apply(Q: Array, gamma: Array) -> tuple[Array, Array]:
-        b = (Q, linalg.take(gamma, rows))
-        qdd, lam_R = jax.lax.custom_linear_solve(matvec, b, solve_rhs, symmetric=True)
+        # One vector b = [Q; Γ_R], not a pair: reverse mode transposes the solve only when
+        # every part of b depends on the differentiated inputs, and a pair whose Γ part
+        # does not (a constant Γ) would fail there.
+        b = jnp.concatenate([Q, linalg.take(gamma, rows)])
+        qdd, lam_R = split(jax.lax.custom_linear_solve(matvec, b, solve_rhs, symmetric=True))
         return qdd, linalg.take(lam_R, position)
 
     return apply
