@@ -30,21 +30,41 @@ def build(config: pathlib.Path, site: pathlib.Path) -> subprocess.CompletedProce
     )
 
 
-def test_site_builds_strict(tmp_path):
-    run = build(ROOT / "mkdocs.yml", tmp_path / "site")
-    assert run.returncode == 0, run.stdout + run.stderr
-    api = (tmp_path / "site" / "api" / "index.html").read_text()
-    # A docstring's cross-reference became a link to the rendered object.
-    assert 'href="#jaxmbs.Solution"' in api
+BROKEN = "[`jaxmbs.does_not_exist`][]"
 
 
-def test_broken_cross_reference_fails_the_build(tmp_path):
-    shutil.copytree(ROOT / "docs", tmp_path / "docs")
-    config = (ROOT / "mkdocs.yml").read_text()
-    assert config.count("paths: [.]") == 1
-    (tmp_path / "mkdocs.yml").write_text(config.replace("paths: [.]", f"paths: [{ROOT}]"))
-    with open(tmp_path / "docs" / "index.md", "a") as page:
-        page.write("\nSee [`jaxmbs.does_not_exist`][].\n")
+def break_page(root: pathlib.Path) -> None:
+    with open(root / "docs" / "index.md", "a") as page:
+        page.write(f"\nSee {BROKEN}.\n")
+
+
+def break_docstring(root: pathlib.Path) -> None:
+    source = root / "jaxmbs" / "integrate" / "simulate.py"
+    text = source.read_text()
+    returns = "**Returns:** a [`jaxmbs.Solution`][]."
+    assert text.count(returns) == 1
+    source.write_text(text.replace(returns, f"**Returns:** a {BROKEN}."))
+
+
+def intact(root: pathlib.Path) -> None:
+    """The site as it is: it builds."""
+
+
+@pytest.mark.parametrize(
+    "breakage", [intact, break_page, break_docstring], ids=["intact", "page", "docstring"]
+)
+def test_docs_build_strict(tmp_path, breakage):
+    """A copy of the site and the sources builds; with one reference broken it fails."""
+    ignore = shutil.ignore_patterns("__pycache__")
+    for folder in ("docs", "jaxmbs", "models"):
+        shutil.copytree(ROOT / folder, tmp_path / folder, symlinks=True, ignore=ignore)
+    shutil.copy(ROOT / "mkdocs.yml", tmp_path)
+    breakage(tmp_path)
     run = build(tmp_path / "mkdocs.yml", tmp_path / "site")
+    if breakage is intact:
+        assert run.returncode == 0, run.stdout + run.stderr
+        # A docstring's cross-reference became a link to the rendered object.
+        assert 'href="#jaxmbs.Solution"' in (tmp_path / "site" / "api" / "index.html").read_text()
+        return
     assert run.returncode != 0
     assert "Could not find cross-reference target 'jaxmbs.does_not_exist'" in run.stderr
