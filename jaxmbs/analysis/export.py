@@ -294,7 +294,7 @@ def table(mechanism: Mechanism, solution: Solution) -> tuple[list[str], np.ndarr
 
 
 def write_csv(mechanism: Mechanism, solution: Solution, path) -> None:
-    """Write [`table`][] of one solution to `path` as CSV."""
+    """Write `table(mechanism, solution)` of one solution to `path` as CSV."""
     header, rows = table(mechanism, solution)
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)

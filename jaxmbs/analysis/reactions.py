@@ -140,7 +140,7 @@ def physical_reactions(
 
     - scheme 35: f = (BM⁻¹Bᵀ)⁻¹ B(q̈ₚ − M⁻¹Q) with q̈ₚ any solution of C q̈ = Γ (here the
       minimum-norm one; Blajer uses [0; ξ]) — no dynamic solve needed, since BDᵀ = 0.
-    - scheme 37: [Bᵀ  MDᵀ] [f; 0] = M q̈ − Q, one n × n solve (eq 37 with T_bd M = [B; DM]).
+    - scheme 37: `[Bᵀ  MDᵀ] [f; 0] = M q̈ − Q`, one n × n solve (eq 37 with T_bd M = [B; DM]).
     - scheme 38: Bᵀ f = M q̈ − Q by least squares (eq 38).
 
     q̈ for schemes 37 and 38 comes from the formulation `method`.

@@ -12,8 +12,10 @@ from .base import AbstractFormulation, expand_multipliers, independent
 class KKT(AbstractFormulation):
     """Index-1 augmented system (Pękal–Frączek 2016, eq 2.5) on the independent rows.
 
+    ```
     [M  C_Iᵀ] [q̈ ]   [Q ]
     [C_I  0 ] [λ_I] = [Γ_I]
+    ```
     """
 
     name: ClassVar[str] = "kkt"

@@ -49,7 +49,7 @@ class Structure:
     - `smallest_pivot`: the smallest accepted pivot relative to the largest (a conditioning hint).
     - `dependent_coordinates`: r coordinates u whose columns of the independent rows, Φ_u,
       are best conditioned at the analysed configuration (column pivoting; sorted).
-    - `sparsity`: structural non-zeros of C and M ([`jaxmbs.Sparsity`][]), or None.
+    - `sparsity`: structural non-zeros of C and M (`jaxmbs.kinematics.sparsity.Sparsity`), or None.
     """
 
     n: int
