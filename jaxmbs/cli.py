@@ -7,11 +7,13 @@ The command line enables float64 before any array is created (the library never 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import jax
 
@@ -26,6 +28,50 @@ def _models():
     import jaxmbs.models
 
     return jaxmbs.models.MODELS
+
+
+def _factory(spec: str) -> Callable:
+    """The factory `() -> (mechanism, q0, q̇0)` of a reference model's name, or of a user's
+    `path/to/file.py:function` (the file is imported as a module; raises `ValueError`)."""
+    models = _models()
+    if spec in models:
+        return models[spec]
+    path, _, name = spec.rpartition(":")
+    if not path.endswith(".py") or not name.isidentifier():
+        raise ValueError(
+            f"unknown model {spec!r}: one of {', '.join(models)}, or path/to/file.py:function"
+        )
+    if not os.path.isfile(path):
+        raise ValueError(f"model file {path} does not exist")
+    loader = importlib.util.spec_from_file_location(Path(path).stem, path)
+    module = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(module)
+    factory = getattr(module, name, None)
+    if not callable(factory):
+        raise ValueError(f"{path} has no function {name}")
+    return factory
+
+
+def _build(spec: str, links: int):
+    """(mechanism, q0, q̇0) of a model spec; a user's factory must return exactly that."""
+    import jaxmbs
+
+    factory = _factory(spec)
+    built = factory(links) if spec == "chain" else factory()
+    if not (
+        isinstance(built, tuple) and len(built) == 3 and isinstance(built[0], jaxmbs.Mechanism)
+    ):
+        raise ValueError(f"{spec} must return (mechanism, q0, qd0)")
+    return built
+
+
+def cache_folder() -> str:
+    """Where the CLI keeps JAX's persistent compilation cache: `$JAXMBS_CACHE_DIR` (`none`:
+    no cache), else `$XDG_CACHE_HOME/jaxmbs/xla` (default `~/.cache/jaxmbs/xla`)."""
+    if os.environ.get("JAXMBS_CACHE_DIR"):
+        return os.environ["JAXMBS_CACHE_DIR"]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "jaxmbs", "xla")
 
 
 def _positive_float(text: str) -> float:
@@ -67,7 +113,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Simulate a reference mechanism from its default consistent state.",
         epilog=f"models: {models}",
     )
-    sim.add_argument("model", choices=list(_models()), metavar="MODEL", help=f"one of: {models}")
+    sim.add_argument(
+        "model", metavar="MODEL", help=f"one of: {models}; or path/to/file.py:function"
+    )
     sim.add_argument(
         "--t1", type=_positive_float, default=10.0, help="end time in s, positive (default 10)"
     )
@@ -101,6 +149,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     sim.add_argument("--float32", action="store_true", help="run in float32 (default float64)")
     sim.add_argument(
+        "--cache",
+        default=None,
+        help="folder of JAX's persistent compilation cache, so that a second run of the same "
+        "model and options starts without compiling (default $JAXMBS_CACHE_DIR or "
+        "~/.cache/jaxmbs/xla); 'none' switches it off",
+    )
+    sim.add_argument(
         "--progress",
         action="store_true",
         help="show a progress bar (default: on a terminal when t1 >= 20 s)",
@@ -124,7 +179,9 @@ def _parser() -> argparse.ArgumentParser:
         "group whether its reaction is unique (QR and rank criteria).",
         epilog=f"models: {models}",
     )
-    ana.add_argument("model", choices=list(_models()), metavar="MODEL", help=f"one of: {models}")
+    ana.add_argument(
+        "model", metavar="MODEL", help=f"one of: {models}; or path/to/file.py:function"
+    )
     ana.add_argument(
         "--links", type=_int_at_least(1), default=5, help="number of links of `chain` (>= 1)"
     )
@@ -139,8 +196,7 @@ def analyze_command(args: argparse.Namespace) -> int:
 
     import jaxmbs
 
-    factory = _models()[args.model]
-    mech, q0, _ = factory(args.links) if args.model == "chain" else factory()
+    mech, q0, _ = _build(args.model, args.links)
     report = jaxmbs.analyze(mech, q0)
     print(f"model {args.model}, analysed at its initial configuration")
     print(report)
@@ -165,8 +221,7 @@ def simulate_command(args: argparse.Namespace) -> int:
     for path in (args.out, args.plot, args.animate):
         _check_writable(path)
     _check_outputs(args)
-    factory = _models()[args.model]
-    mech, q0, qd0 = factory(args.links) if args.model == "chain" else factory()
+    mech, q0, qd0 = _build(args.model, args.links)
     ts = jnp.linspace(0.0, args.t1, max(args.points, 2))
     long_run = args.progress or (args.t1 >= PROGRESS_T1 and sys.stderr.isatty())
     start = time.perf_counter()
@@ -315,6 +370,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     previous = jax.config.jax_enable_x64
     jax.config.update("jax_enable_x64", not getattr(args, "float32", False))
+    cache = getattr(args, "cache", None) or cache_folder()
+    set_cache = cache != "none" and jax.config.jax_compilation_cache_dir is None
+    if set_cache:
+        # JAX reads the setting when it first compiles: effective in a fresh process.
+        jax.config.update("jax_compilation_cache_dir", cache)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
     try:
         if args.command == "simulate":
             return simulate_command(args)
@@ -325,6 +386,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.exit(2, f"jaxmbs: error: {str(err).splitlines()[0]}\n")
     finally:
         jax.config.update("jax_enable_x64", previous)
+        if set_cache:
+            jax.config.update("jax_compilation_cache_dir", None)
 
 
 if __name__ == "__main__":

@@ -95,8 +95,8 @@ def test_cli_unwritable_output_exits_2_before_the_run(capsys, tmp_path):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["simulate", "no-such-model"], "invalid choice: 'no-such-model'"),
-        (["analyze", "no-such-model"], "invalid choice: 'no-such-model'"),
+        (["simulate", "no-such-model"], "unknown model 'no-such-model'"),
+        (["analyze", "no-such-model"], "unknown model 'no-such-model'"),
         (["simulate", "fourbar", "--no-such-option"], "unrecognized arguments"),
         (["simulate", "fourbar", "--method", "lu"], "invalid choice: 'lu'"),
         (["simulate", "fourbar", "--t1", "-1"], "--t1: must be positive"),
