@@ -140,3 +140,20 @@ def test_redundant_rows_leave_the_eigenvalues_unchanged():
     np.testing.assert_allclose(a.eigenvalues, b.eigenvalues, rtol=1e-9, atol=1e-9)
     # a moving four-bar is not at equilibrium, but it has a state matrix all the same
     assert np.max(np.abs(a.eigenvalues)) > 0.1
+
+
+def test_pfaffian_chaplygin_sleigh():
+    """A sleigh (knife edge a behind the centre of mass, no gravity) moving straight ahead at
+    u₀: δω̇ = −m a u₀ / (J + m a²) δω, and δu, x, y, φ neutral — eigenvalues {0, 0, 0, 0, λ}
+    with five states (three positions, two independent velocities)."""
+    m, J, a, u0 = 2.0, 0.3, 0.4, 1.5
+    mech = planar.planar_mechanism(
+        [planar.Body("sleigh", m, J)], [planar.KnifeEdge("blade", 0, (-a, 0.0))], gravity=(0.0, 0.0)
+    ).with_structure(np.zeros(3))
+    lin = jaxmbs.linearize(mech, np.zeros(3), np.array([u0, 0.0, 0.0]))
+    assert lin.A.shape == (5, 5) and len(lin.positions) == 3 and len(lin.velocities) == 2
+    s = lin.eigenvalues
+    np.testing.assert_allclose(s[:4], 0.0, atol=1e-9)
+    np.testing.assert_allclose(s[4], -m * a * u0 / (J + m * a**2), rtol=1e-9)
+    kkt = jaxmbs.linearize(mech, np.zeros(3), np.array([u0, 0.0, 0.0]), method="kkt")
+    np.testing.assert_allclose(kkt.eigenvalues, s, atol=1e-9)
