@@ -217,3 +217,21 @@ def test_road_profile_as_a_driving_constraint():
     zdd = speed**2 * np.asarray(curvature(s))
     np.testing.assert_allclose(sol.qdd[:, 1], zdd, atol=1e-9)
     assert np.max(np.abs(zdd)) > 0.1  # the road moves the wheel
+
+
+def test_energy_balance_over_ten_seconds():
+    """A rod on a torsional spring-damper under gravity, 10 s at tolerance 1e-10: kinetic +
+    potential (gravity and spring) + dissipated work stays constant to 1e-8 of the energy."""
+    from scipy.integrate import cumulative_simpson
+
+    mech = rotational_pendulum(20.0, 0.15, 0.4)
+    ts = np.linspace(0.0, 10.0, 8001)
+    q0 = pendulum_state(1.2)
+    sol = jaxmbs.simulate(
+        mech, q0, np.zeros(3), (0.0, 10.0), saveat=ts, rtol=1e-10, atol=1e-10, max_steps=10**6
+    )
+    work = cumulative_simpson(np.asarray(jaxmbs.element_power(mech, sol)), x=ts, initial=0)
+    energy = np.asarray(sol.energy)
+    assert -work[-1] > 0.1 * abs(energy[0] - energy.min())  # the damper took a real share
+    balance = np.max(np.abs(energy - energy[0] - work)) / abs(energy[0])
+    assert balance < 1e-8, balance
