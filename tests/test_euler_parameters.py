@@ -157,7 +157,7 @@ def test_free_top_in_euler_parameters(free_top_run, record_property):
         ("precession_rate_relative_error", precession_error),
         ("normalisation_error", norm_error),
     ):
-        record_property(name, x)
+        record_property(name, float(x))  # a plain float: pytest-xdist sends it between processes
     assert momentum_error < 1e-9
     assert energy_error < 1e-10
     assert precession_error < 1e-8
