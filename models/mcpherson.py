@@ -544,12 +544,12 @@ def quarter_car(
 
 
 def static_configuration(mechanism: jaxmbs.Mechanism, params=None):
-    """The quarter car's static point: `jaxmbs.equilibrium` from the design position
-    (differentiable in the parameters by the implicit function theorem)."""
-    p = mechanism.params if params is None else params
+    """The quarter car's static point for `params` (default the mechanism's):
+    `jaxmbs.equilibrium` from the design position of the mechanism's own hard points
+    (differentiable in `params` by the implicit function theorem; jittable)."""
     orientation = spatial.Layout.from_mechanism(mechanism).orientations[CHASSIS]
-    q = design_configuration(p, orientation, QUARTER_CAR_BODIES)
-    return jaxmbs.equilibrium(mechanism, q, 0.0, p)
+    q = design_configuration(mechanism.params, orientation, QUARTER_CAR_BODIES)
+    return jaxmbs.equilibrium(mechanism, q, 0.0, params)
 
 
 def travel_configuration(mechanism: jaxmbs.Mechanism, q, travel, params=None, steps: int = 8):
@@ -586,3 +586,50 @@ def camber_toe(mechanism: jaxmbs.Mechanism, q, params=None):
     frames = spatial.Layout.from_mechanism(mechanism).frames(q)
     s = frames.vector(STRUT, _to_frame(p["hardpoints"]["H"] - p["hardpoints"]["E"]))
     return jnp.arctan2(-s[2], s[1]), jnp.arctan2(s[0], s[1])
+
+
+def textbook_parameters(
+    mechanism: jaxmbs.Mechanism, road: jaxmbs.Profile, q, params=None, h: float = 1e-3
+) -> dict[str, float]:
+    """The 2-DOF textbook quarter car of the model at the static point q.
+
+    With the chassis held, the wheel travel z (the wheel centre's height relative to the
+    chassis) parametrises the linkage, q = q(z) (`travel_configuration`). Then
+
+    - the motion ratio MR = d|DK|/dz and the wheel rate k_w = d²V/dz² (V: gravity and spring
+      potential; k_w = k MR² + the preload's geometric term) by 5-point central differences
+      with step h along q(z);
+    - the masses from the kinetic energy in (z_s, z_u), q̇ = (h_z − v) ż_s + v ż_u, where
+      h_z moves every body up and v = dq/dz (forward mode): M₂ = Tᵀ M T, whose diagonal
+      gives m_s, m_u and whose off-diagonal `coupling` the textbook model leaves out (the arm,
+      rod and tie rod move partly with the chassis, partly with the wheel);
+    - the tyre rate k_t σ(δ_t) (`one_sided`'s slope at the static deflection).
+
+    **Returns:** `{"m_s", "m_u", "coupling", "k_w", "motion_ratio", "k_tyre"}`.
+    """
+    p = mechanism.params if params is None else params
+    q = jnp.asarray(q)
+    orientation = spatial.Layout.from_mechanism(mechanism).orientations[CHASSIS]
+    coil_over = mechanism.elements.elements[0]
+    steps = h * np.arange(-2, 3)
+    curve = [travel_configuration(mechanism, q, dz, p) for dz in steps]
+    V = np.array([float(mechanism.potential_energy(q_, p)) for q_ in curve])
+    L = np.array([float(coil_over.deformation(mechanism.elements.kit, q_, p)) for q_ in curve])
+    first = np.array([1.0, -8.0, 0.0, 8.0, -1.0]) / (12 * h)
+    second = np.array([-1.0, 16.0, -30.0, 16.0, -1.0]) / (12 * h * h)
+    v = jax.jacfwd(lambda dz: travel_configuration(mechanism, q, dz, p))(0.0)
+    layout = spatial.Layout.from_mechanism(mechanism)
+    heights = [layout.coordinates(b).start + 2 for b in range(len(QUARTER_CAR_BODIES))]
+    up = jnp.zeros(mechanism.n).at[np.array(heights)].set(1.0)  # every body's centre up
+    T = jnp.stack([up - v, v], axis=1)
+    M2 = T.T @ mechanism.mass_matrix(q, p) @ T
+    law = forces.one_sided(p["k_tyre"], 0.0, 0.0, p["tyre_sharpness"])
+    slope = jax.grad(law)(tyre_deflection(road, orientation, 0.0, q, p), 0.0, p)
+    return {
+        "m_s": float(M2[0, 0]),
+        "m_u": float(M2[1, 1]),
+        "coupling": float(M2[0, 1]),
+        "k_w": float(second @ V),
+        "motion_ratio": float(first @ L),
+        "k_tyre": float(slope),
+    }
