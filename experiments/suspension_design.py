@@ -140,13 +140,17 @@ def tolerance_samples(mechanism: jaxmbs.Mechanism, x, n: int = N_SAMPLES, seed: 
 
 
 def kinematic_curves(mechanism: jaxmbs.Mechanism, base: dict, hardpoints, q, travels):
-    """Camber and toe change (rad) against the design position over the wheel travels, and
-    the largest constraint residual, per sample (`lax.map`: one sample after another)."""
+    """Camber and toe change (rad) over the wheel travels from the assembled design height,
+    and the largest constraint residual, per sample (`lax.map`: one sample after another).
+    The perturbed design position is not assembled (J off the strut axis CD, for one), so the
+    reference is the configuration at zero travel, assembled like the others."""
 
     def one(sample):
         hp, q0 = sample
         p = {**base, "hardpoints": hp}
-        camber0, toe0 = mcpherson.camber_toe(mechanism, q0, p)
+        camber0, toe0 = mcpherson.camber_toe(
+            mechanism, mcpherson.travel_configuration(mechanism, q0, 0.0, p, steps=12), p
+        )
 
         def at(dz):
             q_ = mcpherson.travel_configuration(mechanism, q0, dz, p, steps=12)
