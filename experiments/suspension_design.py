@@ -21,9 +21,10 @@ hard point). Steps:
 2. L-BFGS-B (scipy, bounded) from the initial design on that compiled value and gradient
    (`jaxmbs.optimize` would compile its own copy of the gradient);
 3. a grid search over (k, c) with z_B at its optimum;
-4. hard-point tolerances (a batch of kinematic assemblies in one jitted `lax.map`): `N_SAMPLES` designs with every hard point moved by a
-   uniform ±1 mm in each coordinate; camber and toe over ±`TRAVEL` of wheel travel
-   (`travel_configuration`, the chassis held), percentiles per travel.
+4. hard-point tolerances: `N_SAMPLES` designs with every hard point moved by a uniform
+   ±1 mm in each coordinate; camber and toe over ±`TRAVEL` of wheel travel
+   (`travel_configuration`, the chassis held; a batch of kinematic assemblies in one jitted
+   `lax.map`), percentiles per travel.
 
 Writes experiments/results/suspension_design.{png,json}.
 
