@@ -147,9 +147,17 @@ def relative_pivot(mechanism: Mechanism, structure: Structure, t, q: Array, para
     return jnp.min(d) / _scale(d)
 
 
-def mass_pivot(mechanism: Mechanism, q: Array, params: Params):
+def mass_pivot(mechanism: Mechanism, structure: Structure, q: Array, params: Params):
     """min_k L_kk / max_k L_kk of the Cholesky factor of M(q): how close the mass matrix is
     to singular (the lock of a body in Euler angles, where sin θ = 0; NaN where M is not
-    positive definite)."""
-    d = jnp.diagonal(linalg.cholesky(inertia.mass_matrix(mechanism, q, params)))
+    positive definite). With the sparsity known, M is factorised by its diagonal blocks
+    (`banded.mass_factor`: unrolled kernels, no LAPACK call under `vmap`)."""
+    M = inertia.mass_matrix(mechanism, q, params)
+    if structure.sparsity is None:
+        d = jnp.diagonal(linalg.cholesky(M))
+    else:
+        plan = structure_band_plan(structure)
+        L = banded.mass_factor(plan, M)
+        real = np.flatnonzero(plan.mass_blocks.reshape(-1) < M.shape[0])  # not padding
+        d = jnp.diagonal(L, axis1=-2, axis2=-1).reshape(-1)[real]
     return jnp.min(d) / jnp.max(d)

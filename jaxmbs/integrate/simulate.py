@@ -381,7 +381,7 @@ def _solve(
         # The classification is not differentiated (a discrete decision).
         t_f, final_, params_ = jax.lax.stop_gradient((t_final, final, params))
         q_final = space.physical_state(mechanism, structure, t_f, final_, params_)[0]
-        near_singular = mass_pivot(mechanism, q_final, params_) < COLLAPSE_PIVOT
+        near_singular = mass_pivot(mechanism, structure, q_final, params_) < COLLAPSE_PIVOT
         if structure.rank > 0:
             pivot = relative_pivot(mechanism, structure, t_f, q_final, params_)
             near_singular = near_singular | (pivot < COLLAPSE_PIVOT)
