@@ -28,9 +28,13 @@ def test_auto_chooses_banded_where_the_sparsity_is_known(build):
     assert choose_formulation(structure).name == "banded"
 
 
-def test_auto_falls_back_to_qr_without_sparsity():
+def test_auto_falls_back_to_qr_without_sparsity_or_constraints():
     structure = dataclasses.replace(fourbar.fourbar().structure, sparsity=None)
     assert choose_formulation(structure).name == "qr"
+    free = jaxmbs.Mechanism(
+        lambda q, p: jnp.eye(2), lambda t, q, qd, p: -q, reference_q=jnp.array([1.0, 0.0])
+    )
+    assert choose_formulation(free.structure).name == "qr"
     with pytest.raises(ValueError, match="unknown method"):
         jaxmbs.formulations.get_formulation("automatic", structure)
 

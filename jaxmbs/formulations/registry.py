@@ -40,9 +40,10 @@ def choose_formulation(structure: Structure | None) -> AbstractFormulation:
     the same tolerance, 1.7× faster on the four-bar, 8× on a chain of 50 links, and it calls
     no LAPACK routine on small blocks, so batches vectorise on CPU and GPU alike; it handles
     redundant rows (through the independent ones) and Pfaffian rows like any other. `qr`
-    otherwise (no sparsity known: a structure analysed without it).
+    otherwise: no sparsity known (a structure analysed without it), or no constraint rows at
+    all (a free body: nothing for a range-space form to solve).
     """
-    if structure is not None and structure.sparsity is not None:
+    if structure is not None and structure.sparsity is not None and structure.rank > 0:
         return FORMULATIONS["banded"]
     return FORMULATIONS["qr"]
 

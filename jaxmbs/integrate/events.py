@@ -153,7 +153,7 @@ def mass_pivot(mechanism: Mechanism, structure: Structure, q: Array, params: Par
     positive definite). With the sparsity known, M is factorised by its diagonal blocks
     (`banded.mass_factor`: unrolled kernels, no LAPACK call under `vmap`)."""
     M = inertia.mass_matrix(mechanism, q, params)
-    if structure.sparsity is None:
+    if structure.sparsity is None or structure.rank == 0:  # no band plan without rows
         d = jnp.diagonal(linalg.cholesky(M))
     else:
         plan = structure_band_plan(structure)
