@@ -375,7 +375,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if set_cache:
         # JAX reads the setting when it first compiles: effective in a fresh process.
         jax.config.update("jax_compilation_cache_dir", cache)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     try:
         if args.command == "simulate":
             return simulate_command(args)
