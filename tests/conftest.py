@@ -19,3 +19,15 @@ def float32():
         yield
     finally:
         jax.config.update("jax_enable_x64", True)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Recorded properties travel between xdist workers as plain Python values: a NumPy or
+    JAX scalar there cannot be serialised and takes the worker down with it."""
+    outcome = yield
+    report = outcome.get_result()
+    report.user_properties = [
+        (name, value.tolist() if hasattr(value, "tolist") else value)
+        for name, value in report.user_properties
+    ]
