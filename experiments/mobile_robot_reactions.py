@@ -107,7 +107,7 @@ def comparison_section(mech, runs) -> list[str]:
     ]
     for name, (sol, _, wall) in runs.items():
         dq = float(jnp.max(jnp.abs(sol.q - ref_sol.q)))
-        psi = jax.vmap(lambda t, q, qd: jaxmbs.velocity_residual(mech, t, q, qd, mech.params))(
+        psi = jax.vmap(lambda t, q, qd: jaxmbs.velocity_residual(mech, q, qd, t, mech.params))(
             sol.ts, sol.q, sol.qd
         )[:, mech.n_holonomic :]
         lines.append(

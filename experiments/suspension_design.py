@@ -157,7 +157,7 @@ def kinematic_curves(mechanism: jaxmbs.Mechanism, base: dict, hardpoints, q, tra
         def at(dz):
             q_ = mcpherson.travel_configuration(mechanism, q0, dz, p, steps=12)
             camber, toe = mcpherson.camber_toe(mechanism, q_, p)
-            residual = jnp.max(jnp.abs(jaxmbs.position_residual(mechanism, 0.0, q_, p)))
+            residual = jnp.max(jnp.abs(jaxmbs.position_residual(mechanism, q_, 0.0, p)))
             return camber - camber0, toe - toe0, residual
 
         return jax.lax.map(at, travels)

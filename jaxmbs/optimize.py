@@ -103,13 +103,13 @@ def consistent_state(
         return J.T @ jnp.linalg.solve(J @ J.T, r)
 
     def position_jacobian(t, q_, p):
-        return jnp.concatenate([constraint_jacobian(mechanism, t, q_, p)[hol], selector])
+        return jnp.concatenate([constraint_jacobian(mechanism, q_, t, p)[hol], selector])
 
     def assembled(q_guess, t, p):
         q_fixed = q_guess[idx]
 
         def newton(q_, _):
-            r = jnp.concatenate([position_residual(mechanism, t, q_, p)[hol], q_[idx] - q_fixed])
+            r = jnp.concatenate([position_residual(mechanism, q_, t, p)[hol], q_[idx] - q_fixed])
             return q_ - min_norm(position_jacobian(t, q_, p), r), None
 
         q_, _ = jax.lax.scan(newton, q_guess, None, length=iterations)
@@ -119,8 +119,8 @@ def consistent_state(
         assembled = _implicit_derivative(assembled, mechanism, hol, idx, position_jacobian)
     q = assembled(q, t0, params)
     qd_fixed = qd[idx]
-    c = velocity_residual(mechanism, t0, q, qd, params)[rows]
-    J = jnp.concatenate([constraint_jacobian(mechanism, t0, q, params)[rows], selector])
+    c = velocity_residual(mechanism, q, qd, t0, params)[rows]
+    J = jnp.concatenate([constraint_jacobian(mechanism, q, t0, params)[rows], selector])
     qd = qd - min_norm(J, jnp.concatenate([c, jnp.zeros_like(qd_fixed)]))
     return q, qd.at[idx].set(qd_fixed)
 
@@ -142,7 +142,7 @@ def _implicit_derivative(
         dq_guess, dt, dparams = tangents
         q = assembled(q_guess, t, params)
         _, dphi = jax.jvp(
-            lambda t_, p_: position_residual(mechanism, t_, q, p_)[hol], (t, params), (dt, dparams)
+            lambda t_, p_: position_residual(mechanism, q, t_, p_)[hol], (t, params), (dt, dparams)
         )
         rhs = jnp.concatenate([-dphi, dq_guess[idx]])
         return q, jnp.linalg.solve(position_jacobian(t, q, params), rhs)

@@ -308,14 +308,13 @@ def _joints(redundant: bool, chassis: int | None = None) -> list:
     return joints
 
 
-def loads() -> tuple[spatial.PointForce, ...]:
+def loads() -> tuple[forces.PointForce, ...]:
     """F_z on the arm's centre of mass and F_y(t) = F_y sin t on the rack's."""
     z, y = jnp.array([0.0, 0.0, 1.0]), jnp.array([0.0, 1.0, 0.0])
+    centre = (0.0, 0.0, 0.0)
     return (
-        spatial.PointForce("Fz", ARM, (0.0, 0.0, 0.0), lambda t, q, qd, p: p["Fz"] * z),
-        spatial.PointForce(
-            "Fy", RACK, (0.0, 0.0, 0.0), lambda t, q, qd, p: p["Fy"] * jnp.sin(t) * y
-        ),
+        forces.PointForce("Fz", ARM, lambda t, q, qd, p: p["Fz"] * z, point=centre),
+        forces.PointForce("Fy", RACK, lambda t, q, qd, p: p["Fy"] * jnp.sin(t) * y, point=centre),
     )
 
 
@@ -344,7 +343,7 @@ def mcpherson(
         _joints(redundant),
         p,
         gravity=lambda p: (0.0, 0.0, -p["g"]),
-        loads=loads(),
+        elements=loads(),
         reference_q=design_configuration(p, orientation),
     )
 
@@ -490,16 +489,15 @@ def _quarter_car(road: jaxmbs.Profile, orientation: str, **params) -> jaxmbs.Mec
         free_length=_coil_over_free_length,
     )
     down = jnp.array([0.0, 0.0, -1.0])
-    payload = spatial.PointForce(
-        "payload", CHASSIS, (0.0, 0.0, 0.0), lambda t, q, qd, p: p["payload"] * down
+    payload = forces.PointForce(
+        "payload", CHASSIS, lambda t, q, qd, p: p["payload"] * down, point=(0.0, 0.0, 0.0)
     )
     return spatial.spatial_mechanism(
         _quarter_car_bodies(orientation),
         [*_joints(False, CHASSIS), heave],
         p,
         gravity=lambda p: (0.0, 0.0, -p["g"]),
-        loads=(payload,),
-        elements=[coil_over],
+        elements=[coil_over, payload],
         applied_forces=_tyre_force(road, orientation),
         reference_q=design_configuration(p, orientation, QUARTER_CAR_BODIES),
     )
@@ -508,7 +506,7 @@ def _quarter_car(road: jaxmbs.Profile, orientation: str, **params) -> jaxmbs.Mec
 def _unbalanced(mechanism: jaxmbs.Mechanism, q, p):
     """Q − Cᵀλ at rest with λ by least squares: the part of the applied forces that the
     joints cannot hold (zero at a static equilibrium)."""
-    C = jaxmbs.constraint_jacobian(mechanism, 0.0, q, p)
+    C = jaxmbs.constraint_jacobian(mechanism, q, 0.0, p)
     Q = mechanism.forces(0.0, q, jnp.zeros_like(q), p)
     return Q - C.T @ jnp.linalg.lstsq(C.T, Q)[0]
 
@@ -568,7 +566,7 @@ def travel_configuration(mechanism: jaxmbs.Mechanism, q, travel, params=None, st
 
     def residual(linkage):
         q_ = q.at[: chassis.start].set(linkage)
-        phi = jaxmbs.position_residual(mechanism, 0.0, q_, p)[rows]
+        phi = jaxmbs.position_residual(mechanism, q_, 0.0, p)[rows]
         return jnp.append(phi, wheel_height(orientation, q_, p) - target)
 
     def newton(linkage, _):

@@ -34,9 +34,9 @@ def random_states(mech, q0, times, rng):
 
     @jax.jit
     def project(t, q, qd):
-        q = jaxmbs.project_positions(mech, mech.structure, t, q, mech.params, iterations=12)
-        residual = jnp.max(jnp.abs(jaxmbs.position_residual(mech, t, q, mech.params)))
-        return q, jaxmbs.project_velocities(mech, mech.structure, t, q, qd, mech.params), residual
+        q = jaxmbs.project_positions(mech, mech.structure, q, t, mech.params, iterations=12)
+        residual = jnp.max(jnp.abs(jaxmbs.position_residual(mech, q, t, mech.params)))
+        return q, jaxmbs.project_velocities(mech, mech.structure, q, qd, t, mech.params), residual
 
     states = []
     while len(states) < STATES:
@@ -76,15 +76,15 @@ def at_states(mech, t, q, qd):
     def one(t, q, qd):
         p = mech.params
         out = {
-            name: jaxmbs.accelerations_and_multipliers(mech, t, q, qd, method=f)
+            name: jaxmbs.accelerations_and_multipliers(mech, q, qd, t, method=f)
             for name, f in FORMULATIONS.items()
         }
         terms = (
             mech.mass_matrix(q, p),
             mech.forces(t, q, qd, p),
-            jaxmbs.constraint_jacobian(mech, t, q, p),
-            jaxmbs.acceleration_rhs(mech, t, q, qd, p),
-            jnp.max(jnp.abs(jaxmbs.velocity_residual(mech, t, q, qd, p))),
+            jaxmbs.constraint_jacobian(mech, q, t, p),
+            jaxmbs.acceleration_rhs(mech, q, qd, t, p),
+            jnp.max(jnp.abs(jaxmbs.velocity_residual(mech, q, qd, t, p))),
         )
         return out, terms
 
@@ -127,8 +127,8 @@ def jacobians(mech, t, q, qd):
         return (
             mech.mass_matrix(q, p),
             mech.forces(t, q, qd, p),
-            jaxmbs.constraint_jacobian(mech, t, q, p),
-            jaxmbs.acceleration_rhs(mech, t, q, qd, p),
+            jaxmbs.constraint_jacobian(mech, q, t, p),
+            jaxmbs.acceleration_rhs(mech, q, qd, t, p),
         )
 
     x = (q, qd, mech.params)
@@ -194,7 +194,7 @@ def test_putd_gauss_factorises_a_square_matrix(case):
     make, initial_state, _ = CASES[case]
     mech = make()
     q0 = initial_state(mech)[0]
-    C = jaxmbs.constraint_jacobian(mech, 0.0, q0, mech.params)
+    C = jaxmbs.constraint_jacobian(mech, q0, 0.0, mech.params)
     structure = mech.structure
     putd = jaxmbs.nullspace.PUTDGauss()
     gamma = jnp.asarray(np.random.default_rng(SEED).normal(size=C.shape[0]))
@@ -240,7 +240,7 @@ def test_pivoted_qr_off_cpu_is_householder(monkeypatch):
     mech = make()
     t, q, qd = random_states(mech, initial_state(mech)[0], times, np.random.default_rng(SEED))
     r, n = mech.structure.rank, mech.n
-    A = jaxmbs.constraint_jacobian(mech, t[0], q[0], mech.params).T
+    A = jaxmbs.constraint_jacobian(mech, q[0], t[0], mech.params).T
     Q, R, perm = jax.scipy.linalg.qr(A, pivoting=True)
     H, Z, perm_h = jaxmbs.nullspace.householder_triangularize(A, r, pivoting=True)
     # Column pivoting takes at step k the column of largest remaining norm |R[k:, j]|: both
@@ -257,7 +257,7 @@ def test_pivoted_qr_off_cpu_is_householder(monkeypatch):
     assert_close(H[:, r:] @ H[:, r:].T, Q[:, r:] @ Q[:, r:].T, 0, 1e-13, "null-space projector")
 
     def batch(q, qd):
-        return jax.vmap(lambda q, qd: jaxmbs.accelerations(mech, 0.0, q, qd, method="qr"))(q, qd)
+        return jax.vmap(lambda q, qd: jaxmbs.accelerations(mech, q, qd, 0.0, method="qr"))(q, qd)
 
     lapack = batch(q, qd)
     monkeypatch.setattr(
@@ -285,7 +285,7 @@ def test_gpu_batches_call_no_host_or_per_sample_kernel():
     for method in jaxmbs.METHODS:
 
         def batch(q, qd, method=method):
-            return jaxmbs.accelerations(mech, 0.0, q, qd, method=method)
+            return jaxmbs.accelerations(mech, q, qd, 0.0, method=method)
 
         program = jax.export.export(jax.jit(jax.vmap(batch)), platforms=["cuda"])(q, qd)
         calls = re.findall(
@@ -304,7 +304,7 @@ def test_bad_partition_is_refused():
     for dependent in [(0, 1, 2), (0, 1, 2, 3, 4, 5, 6, 6), (0, 1, 2, 3, 4, 5, 6, 9)]:
         method = jaxmbs.CoordinatePartitioning(dependent=dependent)
         with pytest.raises(ValueError, match="8 distinct dependent coordinates out of 9"):
-            jaxmbs.accelerations(mech, 0.0, q0, qd0, method=method)
+            jaxmbs.accelerations(mech, q0, qd0, 0.0, method=method)
 
 
 @pytest.fixture
@@ -322,7 +322,7 @@ def test_float32_every_method(float32):
     assert q.dtype == jnp.float32
     out = jax.jit(
         lambda q, qd: {
-            name: jaxmbs.accelerations_and_multipliers(mech, 0.0, q, qd, method=name)
+            name: jaxmbs.accelerations_and_multipliers(mech, q, qd, 0.0, method=name)
             for name in jaxmbs.METHODS
         }
     )(q, qd)
@@ -385,7 +385,7 @@ def test_partitioning_stops_where_its_partition_degenerates(runs):
     method = jaxmbs.CoordinatePartitioning(dependent=tuple(range(8)))  # v = rocker.phi
     sol = run(method, throw=False)
     assert bool(sol.result == jaxmbs.RESULTS.singular_configuration)
-    C = jax.vmap(lambda q: jaxmbs.constraint_jacobian(mech, 0.0, q, mech.params))(ref.q)
+    C = jax.vmap(lambda q: jaxmbs.constraint_jacobian(mech, q, 0.0, mech.params))(ref.q)
     indicator = jax.vmap(lambda c: method.pivot_condition(c, mech.structure)[0])(C)
     crossing = int(jnp.argmax(jnp.sign(indicator) != jnp.sign(indicator[0])))
     assert crossing > 0  # the rocker does reach an extreme position

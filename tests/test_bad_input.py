@@ -82,8 +82,38 @@ def test_assemble_from_a_rough_guess():
     )
     np.testing.assert_allclose(q[2], -0.9, rtol=1e-15)  # the fixed coordinate: its guess
     np.testing.assert_allclose(qd[2], 0.0, rtol=0, atol=1e-15)
-    assert float(jnp.max(jnp.abs(jaxmbs.position_residual(mech, 0.0, q, mech.params)))) < 1e-13
-    assert float(jnp.max(jnp.abs(jaxmbs.velocity_residual(mech, 0.0, q, qd, mech.params)))) < 1e-13
+    assert float(jnp.max(jnp.abs(jaxmbs.position_residual(mech, q, 0.0, mech.params)))) < 1e-13
+    assert float(jnp.max(jnp.abs(jaxmbs.velocity_residual(mech, q, qd, 0.0, mech.params)))) < 1e-13
+
+
+def test_state_functions_take_simulate_s_order():
+    """position_residual, velocity_residual, constraint_jacobian, acceleration_rhs,
+    accelerations and the reactions take (mechanism, q[, qd], t, params), as `simulate`
+    and `equilibrium` do; the time defaults to 0 and the parameters to the mechanism's. The
+    old order (time first) is refused with a message naming the order."""
+    mech = fourbar.fourbar()
+    q, qd = fourbar.initial_state(mech)
+    t, p = 0.0, mech.params
+    np.testing.assert_allclose(
+        jaxmbs.position_residual(mech, q), jaxmbs.position_residual(mech, q, t, p)
+    )
+    np.testing.assert_allclose(
+        jaxmbs.velocity_residual(mech, q, qd), jaxmbs.velocity_residual(mech, q, qd, t, p)
+    )
+    qdd = jaxmbs.accelerations(mech, q, qd)
+    C, gamma = jaxmbs.constraint_jacobian(mech, q), jaxmbs.acceleration_rhs(mech, q, qd)
+    assert float(jnp.max(jnp.abs(C @ qdd - gamma))) < 1e-12
+    calls = {  # the old order
+        "position_residual": lambda: jaxmbs.position_residual(mech, t, q, p),
+        "velocity_residual": lambda: jaxmbs.velocity_residual(mech, t, q, qd, p),
+        "constraint_jacobian": lambda: jaxmbs.constraint_jacobian(mech, t, q, p),
+        "acceleration_rhs": lambda: jaxmbs.acceleration_rhs(mech, t, q, qd, p),
+        "accelerations": lambda: jaxmbs.accelerations(mech, t, q, qd, p),
+        "physical_reactions": lambda: jaxmbs.physical_reactions(mech, t, q, qd, jnp.eye(9)),
+    }
+    for call in calls.values():
+        with pytest.raises(TypeError, match="in simulate's order"):
+            call()
 
 
 def cone():

@@ -105,7 +105,7 @@ def test_float32_assembly_is_consistent_for_simulate(float32):
     mech = mcpherson.mcpherson_simplified()
     q0, qd0 = mcpherson.initial_state(mech, 0.05)
     assert q0.dtype == jnp.float32
-    phi = jaxmbs.position_residual(mech, 0.0, q0, mech.params)
+    phi = jaxmbs.position_residual(mech, q0, 0.0, mech.params)
     assert float(jnp.max(jnp.abs(phi))) <= 1e-6
-    c = jaxmbs.velocity_residual(mech, 0.0, q0, qd0, mech.params)
+    c = jaxmbs.velocity_residual(mech, q0, qd0, 0.0, mech.params)
     assert float(jnp.max(jnp.abs(c))) <= 1e-6

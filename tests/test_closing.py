@@ -85,8 +85,8 @@ def test_autodiff_terms_equal_hand_derived(random_states, case):
     def evaluate(qi, b, v):
         terms = jaxmbs.closing_terms(mech, variant, 0.0, qi[None], v[None], branch=b[None])
         M_d, h_d = jaxmbs.minimal_equations(mech, variant, 0.0, qi[None], v[None], branch=b[None])
-        qdd_qr = jaxmbs.accelerations(mech, 0.0, terms.q, terms.qd)
-        C = jaxmbs.constraint_jacobian(mech, 0.0, terms.q, mech.params)
+        qdd_qr = jaxmbs.accelerations(mech, terms.q, terms.qd, 0.0)
+        C = jaxmbs.constraint_jacobian(mech, terms.q, 0.0, mech.params)
         ind = 0 if case == "a" else 2
         dep = [1, 2] if case == "a" else [0, 1]
         A_constraints = -jnp.linalg.solve(C[:, dep], C[:, ind : ind + 1])
@@ -100,7 +100,7 @@ def test_autodiff_terms_equal_hand_derived(random_states, case):
         assert_close(terms.xi[i], xi, 1e-10, 1e-10, f"ξ, state {i}")
     assert_close(terms.A, A_constraints, 1e-10, 1e-12, "A = −C_D⁻¹C_I")
     assert_close(terms.eta, np.zeros_like(terms.eta), 0.0, 1e-12, "η (scleronomic)")
-    assert np.max(np.abs(jax.vmap(lambda q: jaxmbs.position_residual(mech, 0.0, q, mech.params))(
+    assert np.max(np.abs(jax.vmap(lambda q: jaxmbs.position_residual(mech, q, 0.0, mech.params))(
         terms.q))) < 1e-14  # fmt: skip
     qdd_ind = qdd_qr[:, 0 if case == "a" else 2]
     assert_close(vdd[:, 0], qdd_ind, 1e-10, 1e-10, "minimal equations vs QR")

@@ -74,8 +74,8 @@ def test_vmapped_jacobian_and_gamma_evaluate_each_angle_once():
     q0, qd0 = fourbar.initial_state(mech)
 
     def terms(q, qd):
-        C = constraint_jacobian(mech, 0.0, q, mech.params)
-        return C, velocity_residual_and_gamma(mech, 0.0, q, qd, mech.params)[1]
+        C = constraint_jacobian(mech, q, 0.0, mech.params)
+        return C, velocity_residual_and_gamma(mech, q, qd, 0.0, mech.params)[1]
 
     B = 64
     text = (

@@ -91,9 +91,9 @@ def test_rotational_spring_pendulum_equilibrium():
     phi_star = brentq(lambda f: m * g * rho * np.cos(f) + k * (f - phi0), -np.pi / 2, np.pi / 2)
     mech = rotational_pendulum(k, 1.5, phi0)
     zero = np.zeros(3)
-    qdd = np.asarray(jaxmbs.accelerations(mech, 0.0, pendulum_state(phi_star), zero))
+    qdd = np.asarray(jaxmbs.accelerations(mech, pendulum_state(phi_star), zero, 0.0))
     assert np.max(np.abs(qdd)) < 1e-10
-    off = np.asarray(jaxmbs.accelerations(mech, 0.0, pendulum_state(phi_star + 0.01), zero))
+    off = np.asarray(jaxmbs.accelerations(mech, pendulum_state(phi_star + 0.01), zero, 0.0))
     assert off[2] < -0.1  # displaced upward, the net torque turns it back (sign check)
     sol = jaxmbs.simulate(
         mech, pendulum_state(phi0), zero, (0.0, 30.0), saveat=jnp.array([30.0]), rtol=TOL, atol=TOL
@@ -235,3 +235,86 @@ def test_energy_balance_over_ten_seconds():
     assert -work[-1] > 0.1 * abs(energy[0] - energy.min())  # the damper took a real share
     balance = np.max(np.abs(energy - energy[0] - work)) / abs(energy[0])
     assert balance < 1e-8, balance
+
+
+def test_point_force_and_torque_of_time_on_a_free_planar_body():
+    """A free disc (no joints, no gravity) pushed at its centre by F(t) = (F₀ sin ωt, 0) and
+    twisted by τ(t) = τ₀ t: m ẍ = F₀ sin ωt, J φ̈ = τ₀ t from rest, so
+    x = F₀ (t − sin(ωt)/ω) / (m ω), φ = τ₀ t³ / (6 J); the loads read back as given."""
+    m, J, F0, w, tau0 = 2.0, 0.5, 3.0, 4.0, 0.7
+    push = forces.PointForce(
+        "push", 0, lambda t, q, qd, p: jnp.stack([F0 * jnp.sin(w * t), 0.0 * t])
+    )
+    twist = forces.BodyTorque("twist", 0, lambda t, q, qd, p: tau0 * t)
+    mech = planar.planar_mechanism(
+        [planar.Body("disc", m, J)], [], gravity=(0.0, 0.0), elements=[push, twist]
+    ).with_structure(np.zeros(3))
+    ts = np.linspace(0.0, 2.0, 21)
+    sol = jaxmbs.simulate(mech, np.zeros(3), np.zeros(3), (0.0, 2.0), saveat=ts, rtol=TOL, atol=TOL)
+    np.testing.assert_allclose(sol.q[:, 0], F0 * (ts - np.sin(w * ts) / w) / (m * w), atol=1e-9)
+    np.testing.assert_allclose(sol.q[:, 1], 0.0, atol=1e-12)
+    np.testing.assert_allclose(sol.q[:, 2], tau0 * ts**3 / (6 * J), atol=1e-9)
+    loads = jaxmbs.element_forces(mech, sol)
+    np.testing.assert_allclose(loads["push"][:, 0], F0 * np.sin(w * ts), atol=1e-12)
+    np.testing.assert_allclose(loads["twist"], tau0 * ts, atol=1e-12)
+
+
+@pytest.mark.parametrize("local", [True, False])
+def test_point_force_at_a_lever_on_a_pinned_body(local):
+    """A disc pinned at its centre, pushed by F = (0, F) at the body point (ρ, 0), no gravity.
+    In the body's frame (a follower force) the torque is ρF: φ = ρF t² / (2J). In the global
+    frame it is ρF cos φ, a potential force: ½ J φ̇² = ρF sin φ (the work F Δy_P), and the
+    load's power is F ẏ_P = ρF cos φ φ̇."""
+    J, F, rho = 0.5, 2.0, 0.3
+    push = forces.PointForce(
+        "push", 0, lambda t, q, qd, p: jnp.array([0.0, F]), local=local, point=(rho, 0.0)
+    )
+    mech = planar.planar_mechanism(
+        [planar.Body("disc", 1.0, J)], [planar.Revolute("pin", 0, (0.0, 0.0))],
+        gravity=(0.0, 0.0), elements=[push],
+    ).with_structure(np.zeros(3))  # fmt: skip
+    ts = np.linspace(0.0, 1.5, 16)
+    sol = jaxmbs.simulate(mech, np.zeros(3), np.zeros(3), (0.0, 1.5), saveat=ts, rtol=TOL, atol=TOL)
+    phi, rate = np.asarray(sol.q[:, 2]), np.asarray(sol.qd[:, 2])
+    if local:
+        np.testing.assert_allclose(phi, rho * F * ts**2 / (2 * J), atol=1e-9)
+        np.testing.assert_allclose(jaxmbs.element_power(mech, sol), rho * F * rate, atol=1e-9)
+    else:
+        assert phi[-1] > 0.5  # far from the small-angle range
+        np.testing.assert_allclose(0.5 * J * rate**2, rho * F * np.sin(phi), atol=1e-9)
+        power = rho * F * np.cos(phi) * rate
+        np.testing.assert_allclose(jaxmbs.element_power(mech, sol), power, atol=1e-9)
+    np.testing.assert_allclose(sol.energy - sol.energy[0], 0.5 * J * rate**2, atol=1e-9)
+
+
+def test_spatial_point_force_and_body_torque():
+    """A free Euler-parameter body (no gravity), tilted by 0.4 rad about x, lifted by a
+    global force (0, 0, F) at its centre and spun by a body-frame torque (0, 0, τ) about its
+    principal axis 3: z = F t² / (2m), and the orientation A(t) = A₀ R_z(τ t² / (2 J₃))
+    (no precession about a principal axis)."""
+    m, (J1, J2, J3), F, tau = 2.0, (0.2, 0.3, 0.4), 5.0, 0.8
+    lift = forces.PointForce("lift", 0, lambda t, q, qd, p: jnp.array([0.0, 0.0, F]),
+                             point=(0.0, 0.0, 0.0))  # fmt: skip
+    spin = forces.BodyTorque("spin", 0, lambda t, q, qd, p: jnp.array([0.0, 0.0, tau]), local=True)
+    mech = spatial.spatial_mechanism(
+        [spatial.Body("box", m, (J1, J2, J3))], [], gravity=(0.0, 0.0, 0.0), elements=[lift, spin]
+    ).with_structure(spatial.pose((0.0, 0.0, 0.0), np.eye(3)))
+
+    def rot(axis, a):
+        c, s = np.cos(a), np.sin(a)
+        i, j = [(1, 2), (2, 0), (0, 1)][axis]
+        R = np.eye(3)
+        R[i, i], R[i, j], R[j, i], R[j, j] = c, -s, s, c
+        return R
+
+    A0 = rot(0, 0.4)
+    ts = np.linspace(0.0, 1.0, 11)
+    q0 = spatial.pose((0.0, 0.0, 0.0), A0)
+    sol = jaxmbs.simulate(mech, q0, np.zeros(7), (0.0, 1.0), saveat=ts, rtol=TOL, atol=TOL)
+    np.testing.assert_allclose(sol.q[:, 2], F * ts**2 / (2 * m), atol=1e-9)
+    layout = spatial.Layout.from_mechanism(mech)
+    for t, q in zip(ts, np.asarray(sol.q), strict=True):
+        A = np.asarray(layout.rotations(q))[0]
+        np.testing.assert_allclose(A, A0 @ rot(2, tau * t**2 / (2 * J3)), atol=1e-9)
+    loads = jaxmbs.element_forces(mech, sol)
+    np.testing.assert_allclose(loads["spin"][-1], A @ np.array([0.0, 0.0, tau]), atol=1e-12)

@@ -31,7 +31,7 @@ def random_states(mech, make_state, count, rng):
 @jax.jit
 def both_formulations(mech, t, q, qd):
     return {
-        m: jaxmbs.accelerations_and_multipliers(mech, t, q, qd, method=m) for m in ("kkt", "qr")
+        m: jaxmbs.accelerations_and_multipliers(mech, q, qd, t, method=m) for m in ("kkt", "qr")
     }
 
 
@@ -68,8 +68,8 @@ def test_kkt_and_qr_agree(case):
         # The equations themselves: M q̈ + Cᵀλ = Q and C q̈ = Γ.
         p = mech.params
         M, Q = mech.mass_matrix(q, p), mech.forces(t, q, qd, p)
-        C = jaxmbs.constraint_jacobian(mech, t, q, p)
-        gamma = jaxmbs.acceleration_rhs(mech, t, q, qd, p)
+        C = jaxmbs.constraint_jacobian(mech, q, t, p)
+        gamma = jaxmbs.acceleration_rhs(mech, q, qd, t, p)
         assert_close(M @ qdd_q + C.T @ lam_q, Q, 0, 1e-10 * scale, "dynamic equilibrium")
         assert_close(C @ qdd_q, gamma, 0, 1e-10 * scale, "acceleration constraints")
 
@@ -80,20 +80,20 @@ def test_against_hand_derived_numpy_reference():
     ref = reference.fourbar_model()
     rng = np.random.default_rng(SEED)
     for _, q, qd in random_states(mech, fourbar_state, 5, rng):
-        qdd, lam = jaxmbs.accelerations_and_multipliers(mech, 0.0, q, qd)
+        qdd, lam = jaxmbs.accelerations_and_multipliers(mech, q, qd, 0.0)
         q_np, qd_np = np.asarray(q), np.asarray(qd)
         assert_close(qdd, reference.accelerations(ref, q_np, qd_np), 0, 1e-10, "q̈ vs reference")
         # Row signs of Φ differ between the two; the generalized reactions Cᵀλ do not.
         C_ref, _ = reference.jacobian_and_gamma(ref, q_np, qd_np)
-        C = jaxmbs.constraint_jacobian(mech, 0.0, q, mech.params)
+        C = jaxmbs.constraint_jacobian(mech, q, 0.0, mech.params)
         assert_close(C.T @ lam, C_ref.T @ reference.multipliers(ref, q_np, qd_np), 0, 1e-10, "Cᵀλ")
     mech = chain.chain(4)
     ref = reference.chain_model(4)
     q, qd = chain.initial_state(mech, 0.7)
     qd = jaxmbs.project_velocities(
-        mech, mech.structure, 0.0, q, jnp.asarray(rng.normal(size=12)), mech.params
+        mech, mech.structure, q, jnp.asarray(rng.normal(size=12)), 0.0, mech.params
     )
-    qdd = jaxmbs.accelerations(mech, 0.0, q, qd)
+    qdd = jaxmbs.accelerations(mech, q, qd, 0.0)
     assert_close(
         qdd, reference.accelerations(ref, np.asarray(q), np.asarray(qd)), 0, 1e-10, "chain q̈"
     )
@@ -105,12 +105,12 @@ def test_redundant_fourbar_structure_and_reactions():
     s = redundant.structure
     assert (s.n_holonomic, s.rank, s.redundancy, s.dof) == (9, 8, 1, 1)
     q, qd = fourbar.initial_state(plain, 1.1, -3.0)
-    qdd_p, lam_p = jaxmbs.accelerations_and_multipliers(plain, 0.0, q, qd)
+    qdd_p, lam_p = jaxmbs.accelerations_and_multipliers(plain, q, qd, 0.0)
     for method in ("kkt", "qr"):
-        qdd_r, lam_r = jaxmbs.accelerations_and_multipliers(redundant, 0.0, q, qd, method=method)
+        qdd_r, lam_r = jaxmbs.accelerations_and_multipliers(redundant, q, qd, 0.0, method=method)
         assert_close(qdd_r, qdd_p, 0, 1e-10, "redundant q̈")
-        C_r = jaxmbs.constraint_jacobian(redundant, 0.0, q, redundant.params)
-        C_p = jaxmbs.constraint_jacobian(plain, 0.0, q, plain.params)
+        C_r = jaxmbs.constraint_jacobian(redundant, q, 0.0, redundant.params)
+        C_p = jaxmbs.constraint_jacobian(plain, q, 0.0, plain.params)
         # Generalized reactions are unique; λ is the minimum-norm one, so it differs.
         assert_close(C_r.T @ lam_r, C_p.T @ lam_p, 0, 1e-9, "Cᵀλ")
         assert abs(float(lam_r[-1])) > 1e-3

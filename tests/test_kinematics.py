@@ -22,13 +22,13 @@ def test_jacobian_and_gamma_by_finite_differences():
     q = jnp.asarray(rng.normal(size=9))
     qd = jnp.asarray(rng.normal(size=9))
     a = jnp.asarray(rng.normal(size=9))
-    C = jaxmbs.constraint_jacobian(mech, t, q, p)
+    C = jaxmbs.constraint_jacobian(mech, q, t, p)
     h = 1e-6
     fd = jnp.stack(
         [
             (
-                jaxmbs.position_residual(mech, t, q + h * e, p)
-                - jaxmbs.position_residual(mech, t, q - h * e, p)
+                jaxmbs.position_residual(mech, q + h * e, t, p)
+                - jaxmbs.position_residual(mech, q - h * e, t, p)
             )
             / (2 * h)
             for e in jnp.eye(9)
@@ -38,19 +38,19 @@ def test_jacobian_and_gamma_by_finite_differences():
     assert_close(C, fd, 0, 1e-8, "Φ_q")
     # c = Φ_q q̇ + Φ_t: compare with d/dt Φ(t, q + t q̇).
     phi_dot = (
-        jaxmbs.position_residual(mech, t + h, q + h * qd, p)
-        - jaxmbs.position_residual(mech, t - h, q - h * qd, p)
+        jaxmbs.position_residual(mech, q + h * qd, t + h, p)
+        - jaxmbs.position_residual(mech, q - h * qd, t - h, p)
     ) / (2 * h)
-    assert_close(jaxmbs.velocity_residual(mech, t, q, qd, p), phi_dot, 0, 1e-8, "Φ̇")
+    assert_close(jaxmbs.velocity_residual(mech, q, qd, t, p), phi_dot, 0, 1e-8, "Φ̇")
 
     # Along q(τ) = q + τ q̇ + τ²/2 a: dc/dτ = C a − Γ.
     def c_along(tau):
         return jaxmbs.velocity_residual(
-            mech, t + tau, q + tau * qd + tau**2 / 2 * a, qd + tau * a, p
+            mech, q + tau * qd + tau**2 / 2 * a, qd + tau * a, t + tau, p
         )
 
     c_dot = (c_along(h) - c_along(-h)) / (2 * h)
-    gamma = jaxmbs.acceleration_rhs(mech, t, q, qd, p)
+    gamma = jaxmbs.acceleration_rhs(mech, q, qd, t, p)
     assert_close(C @ a - gamma, c_dot, 0, 1e-7, "Γ")
 
 
@@ -72,7 +72,7 @@ def test_knife_edge_structure_and_motion():
     s = mech.structure
     assert (s.n_holonomic, s.n_pfaffian, s.rank, s.dof, s.redundancy) == (0, 1, 1, 2, 0)
     q0, qd0 = jaxmbs.assemble(mech, jnp.array([0.0, 0.0, 0.3]), jnp.array([1.0, 0.5, 2.0]))
-    assert float(jnp.abs(jaxmbs.velocity_residual(mech, 0.0, q0, qd0, mech.params)[0])) < 1e-14
+    assert float(jnp.abs(jaxmbs.velocity_residual(mech, q0, qd0, 0.0, mech.params)[0])) < 1e-14
     for method in ("kkt", "qr"):
         sol = jaxmbs.simulate(
             mech,

@@ -127,7 +127,7 @@ def test_two_of_the_dof_are_local_mobilities(struts):
     """Spinning the piston rod or the tie rod about its own axis violates no constraint."""
     mech = struts["redundant"]
     q = jnp.asarray(mcpherson.design_configuration())
-    C = jaxmbs.constraint_jacobian(mech, 0.0, q, mech.params)
+    C = jaxmbs.constraint_jacobian(mech, q, 0.0, mech.params)
     points = mcpherson.design_hardpoints()
     for body, (a, b) in ((mcpherson.ROD, ("J", "K")), (mcpherson.TIE_ROD, ("I", "L"))):
         axis = (points[b] - points[a]) / np.linalg.norm(points[b] - points[a])
@@ -156,8 +156,8 @@ def states(struts, motion):
 
     @jax.jit
     def consistent(q, v):
-        q = jaxmbs.project_positions(mech, mech.structure, 0.0, q, mech.params, 8)
-        return q, jaxmbs.project_velocities(mech, mech.structure, 0.0, q, v, mech.params)
+        q = jaxmbs.project_positions(mech, mech.structure, q, 0.0, mech.params, 8)
+        return q, jaxmbs.project_velocities(mech, mech.structure, q, v, 0.0, mech.params)
 
     rng = np.random.default_rng(SEED)
     guess = sol.q[rng.integers(0, TS.shape[0], N_STATES)]
@@ -183,11 +183,11 @@ def accelerations(struts, states):
         def terms(t, q, qd, mech=mech):
             p = mech.params
             residuals = (
-                jaxmbs.position_residual(mech, t, q, p),
-                jaxmbs.velocity_residual(mech, t, q, qd, p),
+                jaxmbs.position_residual(mech, q, t, p),
+                jaxmbs.velocity_residual(mech, q, qd, t, p),
             )
-            C = jaxmbs.constraint_jacobian(mech, t, q, p)
-            gamma = jaxmbs.acceleration_rhs(mech, t, q, qd, p)
+            C = jaxmbs.constraint_jacobian(mech, q, t, p)
+            gamma = jaxmbs.acceleration_rhs(mech, q, qd, t, p)
             return (mech.mass_matrix(q, p), mech.forces(t, q, qd, p), C, gamma), residuals
 
         @jax.jit
@@ -261,10 +261,9 @@ def motion(struts):
     out = {}
     for name, mech in struts.items():
         q0, qd0 = mcpherson.initial_state(mech)
-        frames = spatial.Layout.from_mechanism(mech).frames
 
         @jax.jit
-        def run(params, mech=mech, q0=q0, qd0=qd0, frames=frames):
+        def run(params, mech=mech, q0=q0, qd0=qd0):
             sol = jaxmbs.simulate(
                 mech,
                 q0,
@@ -277,9 +276,7 @@ def motion(struts):
                 atol=TOL,
                 adjoint=diffrax.ForwardMode(),
             )
-            power = jax.vmap(
-                lambda t, q, qd: spatial.load_power(mcpherson.loads(), frames, t, q, qd, params)
-            )
+            power = jax.vmap(lambda t, q, qd: mech.elements.power(t, q, qd, params))
             return sol, power(sol.ts, sol.q, sol.qd)
 
         out[name] = (run, *run(mech.params))
@@ -441,8 +438,8 @@ def test_every_method_on_the_euler_parameter_strut(euler_parameter_struts):
     def all_methods(q, qd):
         p = mech.params
         M, Q = mech.mass_matrix(q, p), mech.forces(0.0, q, qd, p)
-        C = jaxmbs.constraint_jacobian(mech, 0.0, q, p)
-        gamma = jaxmbs.acceleration_rhs(mech, 0.0, q, qd, p)
+        C = jaxmbs.constraint_jacobian(mech, q, 0.0, p)
+        gamma = jaxmbs.acceleration_rhs(mech, q, qd, 0.0, p)
         result = {}
         for method in jaxmbs.METHODS:
             formulation = jaxmbs.formulations.get_formulation(method)

@@ -113,9 +113,9 @@ def test_minimum_norm_multipliers_give_the_same_unique_reactions(model, variants
     sol, reference = next(iter(variants.values()))
     idx = np.arange(5, 101, 10)
     _, lam = jax.jit(
-        jax.vmap(lambda t, q, qd: jaxmbs.accelerations_and_multipliers(mech, t, q, qd))
+        jax.vmap(lambda t, q, qd: jaxmbs.accelerations_and_multipliers(mech, q, qd, t))
     )(sol.ts[idx], sol.q[idx], sol.qd[idx])
-    r = jaxmbs.constraint_reactions(mech, sol.ts[idx], sol.q[idx], lam)
+    r = jaxmbs.constraint_reactions(mech, sol.q[idx], lam, sol.ts[idx])
     for name in robot.SOLVABLE:
         assert_close(r.groups[name], reference.groups[name][idx], 0, 1e-8, name)
     assert_close(r.generalized, reference.generalized[idx], 0, 1e-8, "Cᵀλ")

@@ -63,7 +63,7 @@ def test_pivoting_never_chooses_a_singular_set():
     assert float(jaxmbs.partition_criterion(mech, q, (3, 4))) < 1e-14  # singular C_D
     chosen = jaxmbs.independent_coordinates(mech, q)
     assert chosen[1] == 3 and chosen[0] in (0, 1, 2)
-    C = np.asarray(jaxmbs.constraint_jacobian(mech, 0.0, q, None))
+    C = np.asarray(jaxmbs.constraint_jacobian(mech, q, 0.0, None))
     assert abs(np.linalg.det(np.delete(C, chosen, axis=1))) > 0.5
     assert_close(jaxmbs.partition_criterion(mech, q, ("q0", "q3")), 1 / 3, 1e-12)
 

@@ -68,9 +68,9 @@ def test_options_by_method(redundant, method, case):
     np.testing.assert_allclose(sol.q, reference.q, atol=2e-6)
     np.testing.assert_allclose(sol.qdd, reference.qdd, rtol=1e-4, atol=1e-4)
     # Cᵀλ (unique even with redundant rows) balances M q̈ − Q like the reference's.
-    C = jax.vmap(lambda q: jaxmbs.constraint_jacobian(mech, 0.0, q, mech.params))(sol.q)
+    C = jax.vmap(lambda q: jaxmbs.constraint_jacobian(mech, q, 0.0, mech.params))(sol.q)
     reaction = jnp.einsum("tkn,tk->tn", C, sol.multipliers)
-    C_ref = jax.vmap(lambda q: jaxmbs.constraint_jacobian(mech, 0.0, q, mech.params))(reference.q)
+    C_ref = jax.vmap(lambda q: jaxmbs.constraint_jacobian(mech, q, 0.0, mech.params))(reference.q)
     reaction_ref = jnp.einsum("tkn,tk->tn", C_ref, reference.multipliers)
     np.testing.assert_allclose(reaction, reaction_ref, rtol=1e-3, atol=1e-3)
     if case != "baumgarte-tsit5-norank":  # Baumgarte damps drift, does not remove it

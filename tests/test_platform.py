@@ -127,7 +127,7 @@ def test_float32_joint_coordinates(solutions):
     try:
         mech = pf.joint()
         q32, qd32 = jnp.asarray(q, jnp.float32), jnp.asarray(qd, jnp.float32)
-        qdd32 = jax.jit(lambda q_, qd_: jaxmbs.accelerations(mech, 0.0, q_, qd_))(q32, qd32)
+        qdd32 = jax.jit(lambda q_, qd_: jaxmbs.accelerations(mech, q_, qd_, 0.0))(q32, qd32)
         assert qdd32.dtype == jnp.float32
         assert_close(qdd32, qdd, 0, 1e-4 * np.max(np.abs(qdd)))
     finally:

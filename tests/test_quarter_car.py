@@ -41,7 +41,7 @@ def test_static_point(car):
     design ride height; the tyre carries the whole weight."""
     mech, road, q = car
     p = mech.params
-    C = jaxmbs.constraint_jacobian(mech, 0.0, q, p)
+    C = jaxmbs.constraint_jacobian(mech, q, 0.0, p)
     Q = mech.forces(0.0, q, jnp.zeros_like(q), p)
     unbalanced = Q - C.T @ jnp.linalg.lstsq(C.T, Q)[0]
     assert float(jnp.max(jnp.abs(unbalanced))) < 1e-12 * weight(p)

@@ -22,8 +22,8 @@ def cross(a, b):
 
 
 def state_reactions(mech, t, q, qd):
-    qdd, lam = jaxmbs.accelerations_and_multipliers(mech, t, q, qd)
-    return qdd, jaxmbs.constraint_reactions(mech, t, q, lam)
+    qdd, lam = jaxmbs.accelerations_and_multipliers(mech, q, qd, t)
+    return qdd, jaxmbs.constraint_reactions(mech, q, lam, t)
 
 
 # --- statics and a pendulum released from rest ------------------------------------------
@@ -139,8 +139,8 @@ def test_reaction_gradient_by_finite_differences():
 
     def outputs(m2):
         params = {**mech.params, "m2": m2}
-        _, lam = jaxmbs.accelerations_and_multipliers(mech, 0.0, q, jnp.zeros(9), params)
-        joints = jaxmbs.constraint_reactions(mech, 0.0, q, lam, params).joints
+        _, lam = jaxmbs.accelerations_and_multipliers(mech, q, jnp.zeros(9), 0.0, params)
+        joints = jaxmbs.constraint_reactions(mech, q, lam, 0.0, params).joints
         return jnp.append(joints["C"]["force"], joints["lock"]["force"])
 
     m2, h = 2.0, 1e-4
@@ -233,21 +233,21 @@ def test_blajer_schemes_agree_and_match_the_absolute_model(blajer_state):
     mech, joints, distribution, q, qd = blajer_state
     p = mech.params
     assert float(jnp.max(jnp.abs(joints(q, p)[-1] - jnp.array([p["l0"], 0.0])))) < 1e-12
-    f = {s: jaxmbs.physical_reactions(mech, 0.0, q, qd, distribution, scheme=s) for s in SCHEMES}
+    f = {s: jaxmbs.physical_reactions(mech, q, qd, distribution, 0.0, scheme=s) for s in SCHEMES}
     scale = float(jnp.max(jnp.abs(f[37])))
     assert scale > 1.0
     assert_close(f[35], f[37], 0, 1e-10 * scale, "scheme 35 vs 37")
     assert_close(f[38], f[37], 0, 1e-10 * scale, "scheme 38 vs 37")
     # The closing-condition multipliers λ̂ are not the physical reactions (§5): Ĉᵀλ̂ = Bᵀf.
-    qdd, lam_hat = jaxmbs.accelerations_and_multipliers(mech, 0.0, q, qd)
-    C_hat = jaxmbs.constraint_jacobian(mech, 0.0, q, p)
+    qdd, lam_hat = jaxmbs.accelerations_and_multipliers(mech, q, qd, 0.0)
+    C_hat = jaxmbs.constraint_jacobian(mech, q, 0.0, p)
     assert_close(-C_hat.T @ lam_hat, distribution(0.0, q, p).T @ f[37], 0, 1e-10 * scale, "eq 32")
     assert float(jnp.max(jnp.abs(jnp.abs(lam_hat) - jnp.abs(f[37])))) > 0.1 * scale
     # Independent check: the same linkage in absolute coordinates, reaction of joint D.
     absolute = fourbar.fourbar()
     x, xd = jax.jvp(lambda a: to_absolute(joints, a, p), (q,), (qd,))
     assert (
-        float(jnp.max(jnp.abs(jaxmbs.position_residual(absolute, 0.0, x, absolute.params)))) < 1e-12
+        float(jnp.max(jnp.abs(jaxmbs.position_residual(absolute, x, 0.0, absolute.params)))) < 1e-12
     )
     _, r = state_reactions(absolute, 0.0, x, xd)
     assert_close(r.joints["D"]["force"], f[37], 0, 1e-9 * scale, "O4 reaction vs joint D")
@@ -256,11 +256,11 @@ def test_blajer_schemes_agree_and_match_the_absolute_model(blajer_state):
 def test_bad_input(blajer_state):
     mech, _, distribution, q, qd = blajer_state
     with pytest.raises(ValueError, match="scheme must be one of"):
-        jaxmbs.physical_reactions(mech, 0.0, q, qd, distribution, scheme=36)
+        jaxmbs.physical_reactions(mech, q, qd, distribution, 0.0, scheme=36)
     with pytest.raises(ValueError, match=r"shape \(rank C, n\) = \(2, 3\)"):
-        jaxmbs.physical_reactions(mech, 0.0, q, qd, jnp.ones((3, 3)))
+        jaxmbs.physical_reactions(mech, q, qd, jnp.ones((3, 3)), 0.0)
     with pytest.raises(ValueError, match=r"multipliers in \(2,\)"):
-        jaxmbs.constraint_reactions(mech, 0.0, q, jnp.zeros(3))
+        jaxmbs.constraint_reactions(mech, q, jnp.zeros(3), 0.0)
     with pytest.raises(ValueError, match="finite configuration of shape"):
         jaxmbs.analyze(mech, q[:2])
 
@@ -288,13 +288,13 @@ def test_redundant_fourbar_solvability_and_elimination():
     assert (report.rank, report.redundancy, report.dof) == (8, 1, 1)
     assert report.solvable == {"A": False, "B": False, "C": True, "D": True, "AB": False}
     assert report.consistent
-    out = {"min-norm": jaxmbs.accelerations_and_multipliers(mech, 0.0, q, qd)}
+    out = {"min-norm": jaxmbs.accelerations_and_multipliers(mech, q, qd, 0.0)}
     for drop in (8, 2):  # the distance row; the x row of joint B
         method = jaxmbs.eliminate_rows(mech, (drop,), q)
-        out[drop] = jaxmbs.accelerations_and_multipliers(mech, 0.0, q, qd, method=method)
+        out[drop] = jaxmbs.accelerations_and_multipliers(mech, q, qd, 0.0, method=method)
         lam = out[drop][1]
         assert abs(float(lam[drop])) <= 1e-14 * float(jnp.max(jnp.abs(lam)))  # eliminated row
-    r = {k: jaxmbs.constraint_reactions(mech, 0.0, q, lam) for k, (_, lam) in out.items()}
+    r = {k: jaxmbs.constraint_reactions(mech, q, lam, 0.0) for k, (_, lam) in out.items()}
     for k in (8, 2):
         assert_close(out[k][0], out["min-norm"][0], 0, 1e-10, "q̈")
         assert_close(r[k].generalized, r["min-norm"].generalized, 0, 1e-10, "Cᵀλ")

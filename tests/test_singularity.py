@@ -54,8 +54,8 @@ def test_gram_pivots_are_the_qr_pivots_in_elimination_order(case, chain_states):
 
     @jax.jit
     def pivots(q):
-        C = compressed_constraint_jacobian(mech, 0.0, q, mech.params)
-        dense = jaxmbs.constraint_jacobian(mech, 0.0, q, mech.params)
+        C = compressed_constraint_jacobian(mech, q, 0.0, mech.params)
+        dense = jaxmbs.constraint_jacobian(mech, q, 0.0, mech.params)
         return banded.gram_pivots(plan, C), banded.gram_pivots(plan, dense), dense
 
     p, p_dense, C = pivots(q)
@@ -72,14 +72,14 @@ def test_screened_rank_test_is_the_qr_test(chain_states):
     mech, states = chain_states
     assert screened_by_gram(mech.structure)
     rows = elimination_rows(mech.structure)
-    C = [np.asarray(jaxmbs.constraint_jacobian(mech, 0.0, q, mech.params)) for q in states]
+    C = [np.asarray(jaxmbs.constraint_jacobian(mech, q, 0.0, mech.params)) for q in states]
     d = [qr_pivots(C_, rows) for C_ in C]
     ratio = [np.min(d_) / max(np.max(d_), 1.0) for d_ in d]
     assert min(ratio) > 10 * GRAM_SCREEN  # so that rtol = 1e-8 takes the screened branch
     for rtol in (1e-8, 0.9 * ratio[0], 1.1 * ratio[0], 0.5):
         test = jax.jit(gram_rank_test(mech.structure, rtol))
         for q, d_ in zip(states, d, strict=True):
-            lost = bool(test(compressed_constraint_jacobian(mech, 0.0, q, mech.params)))
+            lost = bool(test(compressed_constraint_jacobian(mech, q, 0.0, mech.params)))
             assert lost == bool(np.min(d_) < rtol * max(np.max(d_), 1.0)), (rtol, ratio)
 
 

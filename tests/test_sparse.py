@@ -28,12 +28,12 @@ SEED = 7  # every test draws from its own generator with this seed
 
 def compressed_jacobian(mech, t, q):
     sparsity = mech.structure.sparsity
-    probes = sparsity.probes(lambda v: velocity_residual(mech, t, q, v, mech.params), 0 * q)
+    probes = sparsity.probes(lambda v: velocity_residual(mech, q, v, t, mech.params), 0 * q)
     return CompressedJacobian(probes, sparsity)
 
 
 def dense_jacobian(mech, t, q):
-    return jax.jacfwd(lambda v: velocity_residual(mech, t, q, v, mech.params))(jnp.zeros_like(q))
+    return jax.jacfwd(lambda v: velocity_residual(mech, q, v, t, mech.params))(jnp.zeros_like(q))
 
 
 @pytest.mark.parametrize(
@@ -61,7 +61,7 @@ def test_compressed_jacobian_equals_dense(build, initial):
     rows, columns = np.arange(-1, k + 1)[:, None], np.arange(-1, n + 1)[None, :]
     C, dense, entries = jax.jit(
         lambda q: (
-            jaxmbs.constraint_jacobian(mech, 0.3, q, mech.params),  # compressed
+            jaxmbs.constraint_jacobian(mech, q, 0.3, mech.params),  # compressed
             dense_jacobian(mech, 0.3, q),
             compressed_jacobian(mech, 0.3, q).take(rows, columns),
         )
@@ -264,8 +264,8 @@ def long_chain():
 
     @jax.jit
     def consistent(q, qd):
-        q = jaxmbs.project_positions(mech, mech.structure, 0.0, q, mech.params, 12)
-        return q, jaxmbs.project_velocities(mech, mech.structure, 0.0, q, qd, mech.params)
+        q = jaxmbs.project_positions(mech, mech.structure, q, 0.0, mech.params, 12)
+        return q, jaxmbs.project_velocities(mech, mech.structure, q, qd, 0.0, mech.params)
 
     states = [
         consistent(q0 + 0.3 * rng.normal(size=mech.n), rng.normal(0, 2, mech.n)) for _ in range(4)
@@ -280,7 +280,7 @@ def test_banded_block_path_agrees_with_qr(long_chain):
     def both(q, qd):
         out = {}
         for method in ("qr", "banded"):
-            out[method] = jaxmbs.accelerations_and_multipliers(mech, 0.0, q, qd, method=method)
+            out[method] = jaxmbs.accelerations_and_multipliers(mech, q, qd, 0.0, method=method)
         return out
 
     for q, qd in states:
@@ -297,7 +297,7 @@ def test_banded_derivative_of_accelerations(long_chain):
     @functools.partial(jax.jit, static_argnums=0)
     def qdd(method, m):
         params = {**mech.params, "m": m}
-        return jaxmbs.accelerations(mech, 0.0, q, qd + m * direction, params, method=method)
+        return jaxmbs.accelerations(mech, q, qd + m * direction, 0.0, params, method=method)
 
     d_banded = jax.jacfwd(lambda m: qdd("banded", m))(1.3)
     d_qr = jax.jacfwd(lambda m: qdd("qr", m))(1.3)

@@ -8,7 +8,6 @@ power of applied loads, and, for every joint, the dof it removes and its residua
 motion.
 """
 
-import functools
 
 import jax
 import jax.numpy as jnp
@@ -17,7 +16,7 @@ import pytest
 from helpers import assert_close
 
 import jaxmbs
-from jaxmbs.model.joints import spatial
+from jaxmbs.model.joints import forces, spatial
 
 SEED = 20261123  # every test draws from its own generator with this seed
 #: Design orientation used below: local x, y, z along global y, z, x (θ = π/2).
@@ -93,13 +92,15 @@ def test_load_virtual_power(orientation):
     of the rotation matrices), for either orientation kind (a ZXZ body 0 and a body 1 of the
     kind under test)."""
     rng = np.random.default_rng(SEED)
-    layout = spatial.Layout(("a", "b"), (spatial.ZXZ, orientation))
+    bodies = [spatial.Body("a", 1.0, 1.0, spatial.ZXZ), spatial.Body("b", 1.0, 1.0, orientation)]
+    layout = spatial.Layout.from_bodies(bodies)
     frames = layout.frames
     point, force = np.array([0.1, -0.2, 0.3]), np.array([1.0, 2.0, -0.5])
     loads = (
-        spatial.PointForce("F", 1, point, lambda t, q, qd, p: jnp.asarray(force)),
-        spatial.Torque("T", 0, (0.3, -0.1, 0.2)),  # a constant: numbers as a spec
+        forces.PointForce("F", 1, lambda t, q, qd, p: jnp.asarray(force), point=point),
+        forces.BodyTorque("T", 0, (0.3, -0.1, 0.2)),  # a constant: numbers as a spec
     )
+    elements = spatial.spatial_mechanism(bodies, [], elements=loads).elements
     torque = np.array([0.3, -0.1, 0.2])
     h = 1e-6
 
@@ -110,12 +111,12 @@ def test_load_virtual_power(orientation):
         W = (ahead.rotations[0] - behind.rotations[0]) / (2 * h)
         W = W @ frames(q).rotations[0].T  # ω̃ = Ȧ Aᵀ (global)
         omega = jnp.stack([W[2, 1], W[0, 2], W[1, 0]])
-        Q_force = loads[0].generalized(frames, 0.0, q, qd, None)
-        Q_torque = loads[1].generalized(frames, 0.0, q, qd, None)
+        Q_force = loads[0].nonconservative_force(elements.kit, 0.0, q, qd, None)
+        Q_torque = loads[1].nonconservative_force(elements.kit, 0.0, q, qd, None)
         return (
             Q_force @ qd - force @ velocity,
             Q_torque @ qd - torque @ omega,
-            spatial.load_power(loads, frames, 0.0, q, qd, None) - (Q_force + Q_torque) @ qd,
+            elements.power(0.0, q, qd, None) - (Q_force + Q_torque) @ qd,
         )
 
     for _ in range(5):
@@ -185,8 +186,11 @@ def pendulum():
             mech, q0, qd0, (0.0, t1), stabilization="none", rtol=1e-12, atol=1e-12
         )
         q, qd, qdd = sol.q[-1], sol.qd[-1], sol.qdd[-1]
+
         # ω and ω̇ = d/dt ω along (q̇, q̈), global components.
-        omega = functools.partial(spatial.angular_velocity, layout.frames, body=0)
+        def omega(q, qd):  # ω = A ω'
+            return layout.rotations(q)[0] @ layout.body_angular_velocities(q, qd)[0]
+
         return jax.jvp(omega, (q, qd), (qd, qdd))
 
     return mech, run, m, rho, g, J
@@ -309,7 +313,7 @@ def test_each_joint_removes_its_degrees_of_freedom(chain):
     assert s.dof == 42 - sum(6 - d for d in RELATIVE_DOF.values())
     assert mech.group_rows("normalization") == (0, 1, 2, 3)
     layout = spatial.Layout.from_mechanism(mech)
-    C = np.asarray(jaxmbs.constraint_jacobian(mech, 0.0, jnp.asarray(q), mech.params))
+    C = np.asarray(jaxmbs.constraint_jacobian(mech, jnp.asarray(q), 0.0, mech.params))
     for joint in joints:
         rows = list(mech.group_rows(joint.name))
         assert len(rows) == 6 - RELATIVE_DOF[joint.name]

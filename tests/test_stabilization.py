@@ -101,13 +101,13 @@ def test_sparse_and_dense_projections_agree(model):
     assert mech.structure.sparsity is not None and dense.sparsity is None
 
     def project(structure, q, qd):
-        q = jaxmbs.project_positions(mech, structure, 0.0, q, mech.params, 3)
-        return q, jaxmbs.project_velocities(mech, structure, 0.0, q, qd, mech.params)
+        q = jaxmbs.project_positions(mech, structure, q, 0.0, mech.params, 3)
+        return q, jaxmbs.project_velocities(mech, structure, q, qd, 0.0, mech.params)
 
     q_sparse, qd_sparse = jax.jit(functools.partial(project, mech.structure))(q, qd)
     q_dense, qd_dense = jax.jit(functools.partial(project, dense))(q, qd)
-    phi = jaxmbs.position_residual(mech, 0.0, q_sparse, mech.params)
-    c = jaxmbs.velocity_residual(mech, 0.0, q_sparse, qd_sparse, mech.params)
+    phi = jaxmbs.position_residual(mech, q_sparse, 0.0, mech.params)
+    c = jaxmbs.velocity_residual(mech, q_sparse, qd_sparse, 0.0, mech.params)
     assert float(jnp.max(jnp.abs(q_sparse - q))) > 1e-4  # a real correction
     assert float(jnp.max(jnp.abs(q_sparse - q_dense))) < 1e-13
     assert float(jnp.max(jnp.abs(qd_sparse - qd_dense))) < 1e-12 * float(jnp.max(jnp.abs(qd)))
@@ -137,12 +137,12 @@ def test_step_projection_with_one_factorisation(model):
     @jax.jit
     def both(q, qd):
         step = jaxmbs.integrate.project_state(mech, structure, 2, 0.0, (q, qd), mech.params)
-        q_n = jaxmbs.project_positions(mech, structure, 0.0, q, mech.params, 2)
-        return step, (q_n, jaxmbs.project_velocities(mech, structure, 0.0, q_n, qd, mech.params))
+        q_n = jaxmbs.project_positions(mech, structure, q, 0.0, mech.params, 2)
+        return step, (q_n, jaxmbs.project_velocities(mech, structure, q_n, qd, 0.0, mech.params))
 
     (q_s, qd_s), (q_n, qd_n) = both(q, qd)
-    phi = jaxmbs.position_residual(mech, 0.0, q_s, mech.params)
-    c = jaxmbs.velocity_residual(mech, 0.0, q_s, qd_s, mech.params)
+    phi = jaxmbs.position_residual(mech, q_s, 0.0, mech.params)
+    c = jaxmbs.velocity_residual(mech, q_s, qd_s, 0.0, mech.params)
     assert float(jnp.max(jnp.abs(q_s - q))) > 1e-7  # a real correction
     assert float(jnp.max(jnp.abs(phi))) < 1e-14
     # The velocity correction uses C factorised before the position correction Δq = O(ε):

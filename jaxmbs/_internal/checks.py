@@ -33,3 +33,15 @@ def coordinate_indices(mechanism: Any, coordinates: Sequence[int | str]) -> np.n
 def is_concrete(*xs) -> bool:
     """Whether no leaf of `xs` is a tracer (values known: eager checks can run)."""
     return not any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(xs))
+
+
+def state_vector(mechanism: Any, q, name: str = "q") -> None:
+    """Refuse a state that is not one vector of the mechanism's coordinates: the public
+    functions of one state take (mechanism, q[, qd], t, params), `simulate`'s order, and a
+    time passed first lands here as a scalar."""
+    shape = np.shape(q)
+    if len(shape) != 1 or shape[0] != mechanism.n:
+        raise TypeError(
+            f"{name} must be a vector of the {mechanism.n} coordinates, got shape {shape}: "
+            "the arguments are (mechanism, q[, qd], t, params), in simulate's order"
+        )

@@ -20,7 +20,7 @@ def element_forces(
     mechanism: Mechanism, solution, params: Params | None = None
 ) -> dict[str, Array]:
     """Each force element's force (tension positive) or torque at the solution's output
-    times: name → array (T,)."""
+    times, an applied load's F (global frame): name → array (T,) or (T, components)."""
     elements = _element_set(mechanism)
     p = mechanism.params if params is None else params
     return jax.vmap(lambda t, q, qd: elements.forces(t, q, qd, p))(

@@ -103,7 +103,7 @@ def eliminate_rows(
             "eliminate exactly p rows"
         )
     keep = [i for i in range(rows) if i not in drop_set]
-    C = np.asarray(constraint_jacobian(mechanism, t, jnp.asarray(q), mechanism.params))
+    C = np.asarray(constraint_jacobian(mechanism, jnp.asarray(q), t, mechanism.params))
     sv = np.linalg.svd(C[keep], compute_uv=False)
     tol = RANK_RTOL * max(1.0, float(np.max(np.abs(C))))
     if int(np.sum(sv > tol)) != structure.rank:

@@ -29,7 +29,7 @@ def _power_terms(mechanism: Mechanism, solution, params: Params) -> Array:
     def terms(t, q, qd, qdd, lam):
         _, de = jax.jvp(lambda q_, qd_: mechanism.energy(q_, qd_, params), (q, qd), (qd, qdd))
         _, dv = jax.jvp(lambda q_: mechanism.potential_energy(q_, params), (q,), (qd,))
-        return jnp.stack([de - dv, dv, lam @ velocity_residual(mechanism, t, q, qd, params)])
+        return jnp.stack([de - dv, dv, lam @ velocity_residual(mechanism, q, qd, t, params)])
 
     s = solution
     return jax.vmap(terms)(s.ts, s.q, s.qd, s.qdd, s.multipliers)

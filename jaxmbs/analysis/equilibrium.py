@@ -61,9 +61,9 @@ def equilibrium(
 
     def residual(y, p):
         q, lam = y[:n], y[n:]
-        C = constraint_jacobian(mechanism, t, q, p)[rows]
+        C = constraint_jacobian(mechanism, q, t, p)[rows]
         Q = mechanism.forces(t, q, jnp.zeros_like(q), p)
-        return jnp.concatenate([Q - C.T @ lam, position_residual(mechanism, t, q, p)[rows]])
+        return jnp.concatenate([Q - C.T @ lam, position_residual(mechanism, q, t, p)[rows]])
 
     y0 = jnp.concatenate([q_guess, jnp.zeros(rows.size, q_guess.dtype)])
     solution = optx.root_find(
@@ -88,6 +88,6 @@ def equilibrium_multipliers(
     structure = resolve_structure(mechanism, q if is_concrete(q) else None, t)
     rows = np.asarray(structure.independent_holonomic_rows, dtype=int)
     p = mechanism.params if params is None else params
-    C = constraint_jacobian(mechanism, t, q, p)[rows]
+    C = constraint_jacobian(mechanism, q, t, p)[rows]
     Q = mechanism.forces(t, q, jnp.zeros_like(q), p)
     return jnp.linalg.lstsq(C.T, Q)[0]

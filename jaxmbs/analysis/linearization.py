@@ -97,7 +97,7 @@ def linearize(
     n = mechanism.n
     holonomic = np.asarray(structure.independent_holonomic_rows, dtype=int)
     all_rows = np.asarray(structure.independent_rows, dtype=int)
-    C = np.asarray(constraint_jacobian(mechanism, t, jnp.asarray(q), p))
+    C = np.asarray(constraint_jacobian(mechanism, jnp.asarray(q), t, p))
     P = _independent(C[holonomic], n) if holonomic.size else np.arange(n)
     V = _independent(C[all_rows], n) if all_rows.size else np.arange(n)
     D_q, D_v = np.setdiff1d(np.arange(n), P), np.setdiff1d(np.arange(n), V)
@@ -106,7 +106,7 @@ def linearize(
     def positions(q_p):
         def phi(q_d, q_p):
             full = jnp.zeros(n, q_p.dtype).at[P].set(q_p).at[D_q].set(q_d)
-            return position_residual(mechanism, t, full, p)[holonomic]
+            return position_residual(mechanism, full, t, p)[holonomic]
 
         q_d = q[D_q]
         if D_q.size:
@@ -118,14 +118,14 @@ def linearize(
         base = jnp.zeros(n, v.dtype).at[V].set(v)
         if not D_v.size:
             return base
-        c0 = velocity_residual(mechanism, t, q_, base, p)[all_rows]
-        C_d = constraint_jacobian(mechanism, t, q_, p)[all_rows][:, D_v]
+        c0 = velocity_residual(mechanism, q_, base, t, p)[all_rows]
+        C_d = constraint_jacobian(mechanism, q_, t, p)[all_rows][:, D_v]
         return base.at[D_v].set(jnp.linalg.solve(C_d, -c0))
 
     def field(x):
         q_ = positions(x[: P.size])
         qd_ = velocities(q_, x[P.size :])
-        qdd = accelerations(mechanism, t, q_, qd_, p, method=method, structure=structure)
+        qdd = accelerations(mechanism, q_, qd_, t, p, method=method, structure=structure)
         return jnp.concatenate([qd_[P], qdd[V]])
 
     x0 = jnp.concatenate([jnp.asarray(q[P]), jnp.asarray(qd[V])])

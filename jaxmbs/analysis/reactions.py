@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
+from .._internal.checks import state_vector
 from .._internal.types import Array, Coordinates, Params, Velocities
 from ..formulations import AbstractFormulation, get_formulation, independent
 from ..integrate import NoStabilization
@@ -58,7 +59,7 @@ class Reactions(eqx.Module):
 
 
 def _reactions(mechanism: Mechanism, t, q, lam, params) -> Reactions:
-    C = constraint_jacobian(mechanism, t, q, params)
+    C = constraint_jacobian(mechanism, q, t, params)
     groups = {}
     for name, rows in mechanism.constraint_groups:
         idx = jnp.asarray(rows)
@@ -77,9 +78,9 @@ def _reactions_along(mechanism, ts, qs, lams, params) -> Reactions:
 
 def constraint_reactions(
     mechanism: Mechanism,
-    t,
     q: Coordinates,
     multipliers: Array,
+    t=0.0,
     params: Params | None = None,
 ) -> Reactions:
     """Generalized, per-group and joint reactions from the multipliers λ.
@@ -87,8 +88,8 @@ def constraint_reactions(
     **Arguments:**
 
     - `mechanism`: the mechanism.
-    - `t`, `q`, `multipliers`: one state (shapes (), (n,), (m + h,)), or a trajectory
-      (shapes (T,), (T, n), (T, m + h)), e.g. a `Solution`'s `ts`, `q`, `multipliers`.
+    - `q`, `multipliers`, `t`: one state (shapes (n,), (m + h,), ()), or a trajectory
+      (shapes (T, n), (T, m + h), (T,)), e.g. a `Solution`'s `ts`, `q`, `multipliers`.
       λ comes from `jaxmbs.accelerations_and_multipliers` or `Solution.multipliers`.
     - `params`: parameters (default: the mechanism's).
 
@@ -113,7 +114,7 @@ def constraint_reactions(
 def solution_reactions(mechanism: Mechanism, solution, params: Params | None = None) -> Reactions:
     """[`jaxmbs.constraint_reactions`][] along a [`jaxmbs.Solution`][] (vectorised over
     its output times)."""
-    return constraint_reactions(mechanism, solution.ts, solution.q, solution.multipliers, params)
+    return constraint_reactions(mechanism, solution.q, solution.multipliers, solution.ts, params)
 
 
 def _distribution(distribution, t, q, params) -> Array:
@@ -123,10 +124,10 @@ def _distribution(distribution, t, q, params) -> Array:
 
 def physical_reactions(
     mechanism: Mechanism,
-    t,
     q: Coordinates,
     qd: Velocities,
     distribution: Callable | Array,
+    t=0.0,
     *,
     scheme: int = 37,
     params: Params | None = None,
@@ -147,7 +148,7 @@ def physical_reactions(
 
     **Arguments:**
 
-    - `mechanism`, `t`, `q`, `qd`: one state.
+    - `mechanism`, `q`, `qd`: one state; `t` its time.
     - `distribution`: B as a callable `(t, q, p) -> (k, n)` or an array, k = rank C.
     - `scheme`: 35, 37 or 38.
     - `params`: parameters (default: the mechanism's).
@@ -157,6 +158,8 @@ def physical_reactions(
     """
     if scheme not in SCHEMES:
         raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
+    state_vector(mechanism, q)
+    state_vector(mechanism, qd, "qd")
     params = mechanism.params if params is None else params
     q, qd = jnp.asarray(q), jnp.asarray(qd)
     structure = resolve_structure(mechanism, q, t)

@@ -222,7 +222,7 @@ def analyze(mechanism: Mechanism, q, t: float = 0.0, params=None) -> Analysis:
         raise ValueError(f"analyze needs a finite configuration of shape ({mechanism.n},)")
     # Arrays, not Python floats: one compilation serves every configuration and time.
     q, t = jnp.asarray(q), jnp.asarray(t, dtype=jnp.result_type(float))
-    C = _jacobian(mechanism, t, q, jax.tree_util.tree_map(jnp.asarray, params))
+    C = _jacobian(mechanism, q, t, jax.tree_util.tree_map(jnp.asarray, params))
     # In float32 the round-off of C is ~1e-7: widen the tolerance accordingly.
     rtol = max(RANK_RTOL, 1000 * float(jnp.finfo(C.dtype).eps))
     C = np.asarray(C, dtype=np.float64)

@@ -91,7 +91,7 @@ class AbstractFormulation(eqx.Module):
     ) -> ConstraintJacobian | CompressedJacobian:
         """C at (t, q) in the form `accelerations` reads: dense by default; a formulation
         that reads C's entries from its column probes returns a `CompressedJacobian`."""
-        return constraint_jacobian(mechanism, t, q, params)
+        return constraint_jacobian(mechanism, q, t, params)
 
     def lapack_free(self, structure: Structure) -> bool:
         """Whether `accelerations` and `multipliers` call no LAPACK routine for this

@@ -75,7 +75,7 @@ class BandedWangHuston(AbstractFormulation):
     name: ClassVar[str] = "banded"
 
     def constraint_jacobian(self, mechanism, t, q, params):
-        return compressed_constraint_jacobian(mechanism, t, q, params)
+        return compressed_constraint_jacobian(mechanism, q, t, params)
 
     def lapack_free(self, structure):
         # Redundant rows: their minimum-norm multipliers need a dense solve.

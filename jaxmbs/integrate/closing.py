@@ -107,7 +107,7 @@ class _SwitchVariant(AbstractStateFunction):
 def _initial_variant(mechanism, structure, resolved, t0, q0, params) -> Array:
     """The variant whose independent set has the best criterion at q0."""
     if structure.rank:
-        C = constraint_jacobian(mechanism, t0, q0, params)[jnp.asarray(structure.independent_rows)]
+        C = constraint_jacobian(mechanism, q0, t0, params)[jnp.asarray(structure.independent_rows)]
         W = tangent_rows(inertia.mass_matrix(mechanism, q0, params), C)
     else:
         r = resolved[0]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .._internal.checks import state_vector
 from .._internal.types import Array, Coordinates, Params, Velocities
 from ..formulations import AbstractFormulation, get_formulation
 from ..kinematics.constraints import (
@@ -40,21 +41,21 @@ def equation_terms(
     M = inertia.mass_matrix(mechanism, q, params)
     Q = mechanism.forces(t, q, qd, params)
     if formulation is None:
-        C = constraint_jacobian(mechanism, t, q, params)
+        C = constraint_jacobian(mechanism, q, t, params)
     else:
         C = formulation.constraint_jacobian(mechanism, t, q, params)
-    c, gamma = velocity_residual_and_gamma(mechanism, t, q, qd, params)
+    c, gamma = velocity_residual_and_gamma(mechanism, q, qd, t, params)
     gamma = stabilization.stabilized_gamma(
-        gamma, c, lambda: position_residual(mechanism, t, q, params)
+        gamma, c, lambda: position_residual(mechanism, q, t, params)
     )
     return M, Q, C, gamma
 
 
 def accelerations_and_multipliers(
     mechanism: Mechanism,
-    t,
     q: Coordinates,
     qd: Velocities,
+    t=0.0,
     params: Params | None = None,
     *,
     method: str | AbstractFormulation = "auto",
@@ -67,6 +68,8 @@ def accelerations_and_multipliers(
     Sign convention: M q̈ + Cᵀλ = Q, so Cᵀλ is minus the generalized constraint reaction.
     With `multipliers=False`, λ is not computed (None).
     """
+    state_vector(mechanism, q)
+    state_vector(mechanism, qd, "qd")
     params = mechanism.params if params is None else params
     structure = structure or resolve_structure(mechanism, q, t)
     formulation = get_formulation(method, structure)
@@ -79,11 +82,11 @@ def accelerations_and_multipliers(
 
 
 def accelerations(
-    mechanism: Mechanism, t, q: Coordinates, qd: Velocities, params: Params | None = None,
+    mechanism: Mechanism, q: Coordinates, qd: Velocities, t=0.0, params: Params | None = None,
     **options,
 ) -> Array:  # fmt: skip
     """Accelerations q̈ at one state, without the multipliers; `options` (`method`,
     `stabilization`, `structure`) as `accelerations_and_multipliers`."""
-    return accelerations_and_multipliers(mechanism, t, q, qd, params, multipliers=False, **options)[
+    return accelerations_and_multipliers(mechanism, q, qd, t, params, multipliers=False, **options)[
         0
     ]

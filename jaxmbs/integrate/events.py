@@ -116,13 +116,13 @@ def rank_condition(
         test = gram_rank_test(structure, rtol)
 
         def jacobian(t, q, params):
-            return compressed_constraint_jacobian(mechanism, t, q, params, structure.sparsity)
+            return compressed_constraint_jacobian(mechanism, q, t, params, structure.sparsity)
 
     else:
         test = qr_rank_test(structure, rtol)
 
         def jacobian(t, q, params):
-            return constraint_jacobian(mechanism, t, q, params)
+            return constraint_jacobian(mechanism, q, t, params)
 
     # Jitted: diffrax traces the event functions several times; each traces this once.
     @jax.jit
@@ -142,7 +142,7 @@ def relative_pivot(mechanism: Mechanism, structure: Structure, t, q: Array, para
     independent rows are to losing rank (1 for a mechanism without constraints)."""
     if structure.rank == 0:
         return jnp.ones((), q.dtype)
-    C = constraint_jacobian(mechanism, t, q, params)[np.asarray(structure.independent_rows)]
+    C = constraint_jacobian(mechanism, q, t, params)[np.asarray(structure.independent_rows)]
     d = linalg.orthonormal_rows(C)[1]
     return jnp.min(d) / _scale(d)
 

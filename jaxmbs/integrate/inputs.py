@@ -44,8 +44,8 @@ def check_inputs(mechanism: Mechanism, q0, qd0, t_span, saveat):
 
 def initial_checks(mechanism: Mechanism, t0, q0, qd0, params, tol: float) -> dict:
     """Checks of the initial state: finite, positive definite M, and consistent."""
-    phi = position_residual(mechanism, t0, q0, params)
-    c = velocity_residual(mechanism, t0, q0, qd0, params)
+    phi = position_residual(mechanism, q0, t0, params)
+    c = velocity_residual(mechanism, q0, qd0, t0, params)
     M = inertia.mass_matrix(mechanism, q0, params)
     structure = mechanism.structure
     if structure is not None and structure.sparsity is not None:  # block by block, no LAPACK

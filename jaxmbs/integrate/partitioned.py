@@ -64,8 +64,8 @@ def _velocities(mechanism: Mechanism, structure: Structure, t, q, v, perm, param
     k, n = structure.dof, mechanism.n
     rows = jnp.asarray(structure.independent_rows)
     ind, dep = perm[:k], perm[k:]
-    C = constraint_jacobian(mechanism, t, q, params)[rows]
-    b = velocity_residual(mechanism, t, q, jnp.zeros_like(q), params)[rows]
+    C = constraint_jacobian(mechanism, q, t, params)[rows]
+    b = velocity_residual(mechanism, q, jnp.zeros_like(q), t, params)[rows]
     lu = jsl.lu_factor(C[:, dep])
     A = -jsl.lu_solve(lu, C[:, ind])
     eta = -jsl.lu_solve(lu, b)
@@ -90,9 +90,9 @@ def compact_equations(
     """
     qd, Dt, lu = _velocities(mechanism, structure, t, q, v, perm, params)
     dep = perm[structure.dof :]
-    c, gamma = velocity_residual_and_gamma(mechanism, t, q, qd, params)
+    c, gamma = velocity_residual_and_gamma(mechanism, q, qd, t, params)
     gamma = stabilization.stabilized_gamma(
-        gamma, c, lambda: position_residual(mechanism, t, q, params)
+        gamma, c, lambda: position_residual(mechanism, q, t, params)
     )
     gamma = gamma[jnp.asarray(structure.independent_rows)]
     xi = jnp.zeros_like(q).at[dep].set(jsl.lu_solve(lu, gamma))  # [0; ξ], eq 10

@@ -405,8 +405,8 @@ def _solve(
 
     def outputs(t, y):
         q, qd, qdd, lam = space.outputs(mechanism, structure, stabilization, t, y, params)
-        phi = position_residual(mechanism, t, q, params)
-        c = velocity_residual(mechanism, t, q, qd, params)
+        phi = position_residual(mechanism, q, t, params)
+        c = velocity_residual(mechanism, q, qd, t, params)
         energy = mechanism.energy(q, qd, params) if mechanism.potential_energy is not None else None
         return (
             q,

@@ -58,7 +58,7 @@ def _corrector(
     """
     M = inertia.mass_matrix(mechanism, q, params)
     if structure.sparsity is not None:
-        J = compressed_constraint_jacobian(mechanism, t, q, params)
+        J = compressed_constraint_jacobian(mechanism, q, t, params)
         solver = banded.range_space_solver(band_plan(structure.sparsity, rows), M, J)
 
         def correct(residual):
@@ -69,7 +69,7 @@ def _corrector(
             return solver(no_force, -padded)[0]
 
         return correct
-    J = constraint_jacobian(mechanism, t, q, params)
+    J = constraint_jacobian(mechanism, q, t, params)
     index = jnp.asarray(rows)
     X = jsl.cho_solve(jsl.cho_factor(M, lower=True), J[index].T)  # M⁻¹J_Rᵀ
     schur = jsl.cho_factor(J[index] @ X, lower=True)
@@ -91,7 +91,7 @@ def _newton(mechanism, structure, t, q, params, iterations, tolerance, correct=N
 
     def newton_step(_, q):
         step = correct or _corrector(mechanism, structure, rows, t, q, params)
-        return q + step(position_residual(mechanism, t, q, params))
+        return q + step(position_residual(mechanism, q, t, params))
 
     def iterate(q):
         # A loop, not unrolled: traced and compiled once whatever the number of iterations
@@ -100,7 +100,7 @@ def _newton(mechanism, structure, t, q, params, iterations, tolerance, correct=N
 
     if tolerance is None:
         return iterate(q), True
-    drift = jnp.max(jnp.abs(position_residual(mechanism, t, q, params)[jnp.asarray(rows)]))
+    drift = jnp.max(jnp.abs(position_residual(mechanism, q, t, params)[jnp.asarray(rows)]))
     projected = drift > tolerance
     return jax.lax.cond(projected, iterate, lambda q: q, q), projected
 
@@ -108,8 +108,8 @@ def _newton(mechanism, structure, t, q, params, iterations, tolerance, correct=N
 def project_positions(
     mechanism: Mechanism,
     structure: Structure,
-    t,
     q: Coordinates,
+    t,
     params: Params,
     iterations: int = 2,
     tolerance: float | None = None,
@@ -125,13 +125,13 @@ def project_positions(
 
 
 def project_velocities(
-    mechanism: Mechanism, structure: Structure, t, q: Coordinates, qd: Velocities, params: Params
+    mechanism: Mechanism, structure: Structure, q: Coordinates, qd: Velocities, t, params: Params
 ) -> Velocities:
     """Project q̇ onto C q̇ + b = 0 (holonomic and Pfaffian rows), M-weighted."""
     if structure.rank == 0:
         return qd
     correct = _corrector(mechanism, structure, structure.independent_rows, t, q, params)
-    return qd + correct(velocity_residual(mechanism, t, q, qd, params))
+    return qd + correct(velocity_residual(mechanism, q, qd, t, params))
 
 
 class AbstractStabilization(eqx.Module):
@@ -222,7 +222,7 @@ class Projection(AbstractStabilization):
 
     def project_positions(self, mechanism, structure, t, q, params):
         return project_positions(
-            mechanism, structure, t, q, params, self.iterations, self.tolerance
+            mechanism, structure, q, t, params, self.iterations, self.tolerance
         )
 
     def lapack_free(self, structure):
@@ -285,13 +285,13 @@ def project_state(mechanism, structure, iterations: int, t, y, params, tolerance
         )
         if structure.rank_holonomic:
             _, dphi = jax.jvp(
-                lambda t_, q_, p_: position_residual(mechanism, t_, q_, p_),
+                lambda t_, q_, p_: position_residual(mechanism, q_, t_, p_),
                 (t, q1, params),
                 (dt, dq, dparams),
             )
             dq = jnp.where(projected, dq + correct_q(dphi), dq)
         _, dc = jax.jvp(
-            lambda t_, q_, qd_, p_: velocity_residual(mechanism, t_, q_, qd_, p_),
+            lambda t_, q_, qd_, p_: velocity_residual(mechanism, q_, qd_, t_, p_),
             (t, q1, qd, params),
             (dt, dq, dqd, dparams),
         )
@@ -311,7 +311,7 @@ def _project_state(mechanism, structure, iterations, tolerance, t, q, qd, params
         correct_v = _corrector(mechanism, structure, structure.independent_rows, t, q, params)
         return (
             q,
-            qd + correct_v(velocity_residual(mechanism, t, q, qd, params)),
+            qd + correct_v(velocity_residual(mechanism, q, qd, t, params)),
             None,
             correct_v,
             False,
@@ -321,5 +321,5 @@ def _project_state(mechanism, structure, iterations, tolerance, t, q, qd, params
     correct_v = correct_q
     if rows != structure.independent_rows:
         correct_v = _corrector(mechanism, structure, structure.independent_rows, t, q, params)
-    qd = qd + correct_v(velocity_residual(mechanism, t, q, qd, params))
+    qd = qd + correct_v(velocity_residual(mechanism, q, qd, t, params))
     return q, qd, correct_q, correct_v, projected

@@ -218,9 +218,9 @@ class AllCoordinates(AbstractStateSpace):
         q, qd = stabilization.project(mechanism, structure, t, q, qd, params)
         qdd, lam = accelerations_and_multipliers(
             mechanism,
-            t,
             q,
             qd,
+            t,
             params,
             method=self.formulation,
             stabilization=stabilization,
@@ -240,7 +240,7 @@ class AllCoordinates(AbstractStateSpace):
         def pivot(t, y, args):
             params, valid = jax.lax.stop_gradient(args)
             q = jax.lax.stop_gradient(y[: structure.n])
-            indicator, ill = condition(constraint_jacobian(mechanism, t, q, params), structure)
+            indicator, ill = condition(constraint_jacobian(mechanism, q, t, params), structure)
             return jnp.where(valid, indicator, 1.0), ill & valid
 
         def pivot_ill_conditioned(t, y, args, **kwargs):

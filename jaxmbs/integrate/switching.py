@@ -163,5 +163,5 @@ def multipliers_from_accelerations(
     least-squares solution of C_Iᵀ λ_I = Q − M q̈, expanded over redundant rows."""
     Q = mechanism.forces(t, q, qd, params)
     M = inertia.mass_matrix(mechanism, q, params)
-    C = constraint_jacobian(mechanism, t, q, params)
+    C = constraint_jacobian(mechanism, q, t, params)
     return reaction_multipliers(C, Q - M @ qdd, structure)

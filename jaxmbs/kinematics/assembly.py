@@ -118,7 +118,7 @@ def assemble(
 def _constraints_and_fixed(mechanism: Mechanism, t0, q: Array, params, idx: tuple[int, ...]):
     """The Jacobian of [Φ ; ψ ; q_F] with respect to q (or q̇): [C ; rows of I]."""
     selector = jnp.eye(mechanism.n, dtype=q.dtype)[np.asarray(idx, dtype=int)]
-    return jnp.concatenate([constraint_jacobian(mechanism, t0, q, params), selector])
+    return jnp.concatenate([constraint_jacobian(mechanism, q, t0, params), selector])
 
 
 # Compiled once per mechanism and set of fixed coordinates (the mechanism's functions are
@@ -128,7 +128,7 @@ def _newton_step(mechanism: Mechanism, t0, q: Array, params, idx: tuple[int, ...
     """q − J⁺[Φ ; q_F − q_F,guess] with J the holonomic rows and the fixed coordinates, and
     max |residual| at q."""
     index = np.asarray(idx, dtype=int)
-    r = jnp.concatenate([position_residual(mechanism, t0, q, params), q[index] - q_fixed])
+    r = jnp.concatenate([position_residual(mechanism, q, t0, params), q[index] - q_fixed])
     J = _constraints_and_fixed(mechanism, t0, q, params, idx)
     J = jnp.concatenate([J[: mechanism.n_holonomic], J[J.shape[0] - len(idx) :]])
     return q - jnp.linalg.pinv(J) @ r, jnp.max(jnp.abs(r), initial=0.0)
@@ -139,6 +139,6 @@ def _velocity_correction(mechanism: Mechanism, t0, q: Array, qd: Array, params, 
     """The minimum-norm correction of q̇ onto C q̇ + b = 0 with the fixed velocities kept."""
     J = _constraints_and_fixed(mechanism, t0, q, params, idx)
     residual = jnp.concatenate(
-        [velocity_residual(mechanism, t0, q, qd, params), jnp.zeros(len(idx), q.dtype)]
+        [velocity_residual(mechanism, q, qd, t0, params), jnp.zeros(len(idx), q.dtype)]
     )
     return qd - jnp.linalg.pinv(J) @ residual

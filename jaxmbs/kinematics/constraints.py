@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import jax
 import jax.numpy as jnp
 
+from .._internal.checks import state_vector
 from .._internal.types import (
     Array,
     ConstraintJacobian,
@@ -36,17 +37,30 @@ if TYPE_CHECKING:
     from .sparsity import Sparsity
 
 
-def position_residual(mechanism: Mechanism, t, q: Coordinates, params: Params) -> Array:
-    """Holonomic constraint residual Φ(q, t), shape (m,) (empty when there are none)."""
+def _params(mechanism: Mechanism, q, params: Params | None) -> Params:
+    """The parameters (default: the mechanism's), after checking that q is one state."""
+    state_vector(mechanism, q)
+    return mechanism.params if params is None else params
+
+
+def position_residual(
+    mechanism: Mechanism, q: Coordinates, t=0.0, params: Params | None = None
+) -> Array:
+    """Holonomic constraint residual Φ(q, t), shape (m,) (empty when there are none).
+
+    Arguments in `simulate`'s order (state, then time, then the parameters, by default the
+    mechanism's)."""
+    params = _params(mechanism, q, params)
     if mechanism.constraints is None:
         return jnp.zeros((0,), dtype=q.dtype)
     return jnp.asarray(mechanism.constraints(t, q, params))
 
 
 def velocity_residual(
-    mechanism: Mechanism, t, q: Coordinates, qd: Velocities, params: Params
+    mechanism: Mechanism, q: Coordinates, qd: Velocities, t=0.0, params: Params | None = None
 ) -> ConstraintVector:
     """Stacked velocity-level constraints c = [Φ_q q̇ + Φ_t ; ψ], shape (m + h,)."""
+    params = _params(mechanism, q, params)
     parts = []
     if mechanism.constraints is not None:
         t = jnp.asarray(t, dtype=q.dtype)
@@ -64,24 +78,25 @@ def velocity_residual(
 
 
 def constraint_jacobian(
-    mechanism: Mechanism, t, q: Coordinates, params: Params
+    mechanism: Mechanism, q: Coordinates, t=0.0, params: Params | None = None
 ) -> ConstraintJacobian:
     """C = ∂c/∂q̇, shape (m + h, n): Φ_q stacked over the Pfaffian matrix A.
 
     With the structure's sparsity pattern known, one Jacobian-vector product per column
     colour (`jaxmbs.Sparsity.compressed_jacobian`) instead of n.
     """
+    params = _params(mechanism, q, params)
     qd0 = jnp.zeros_like(q)
     sparsity = None if mechanism.structure is None else mechanism.structure.sparsity
     if sparsity is None:
-        return jax.jacfwd(lambda qd: velocity_residual(mechanism, t, q, qd, params))(qd0)
+        return jax.jacfwd(lambda qd: velocity_residual(mechanism, q, qd, t, params))(qd0)
     return sparsity.compressed_jacobian(
-        lambda qd: velocity_residual(mechanism, t, q, qd, params), qd0
+        lambda qd: velocity_residual(mechanism, q, qd, t, params), qd0
     )
 
 
 def compressed_constraint_jacobian(
-    mechanism: Mechanism, t, q: Coordinates, params: Params, sparsity: Sparsity | None = None
+    mechanism: Mechanism, q: Coordinates, t, params: Params, sparsity: Sparsity | None = None
 ) -> CompressedJacobian | ConstraintJacobian:
     """C as its probes along the column colours of a sparsity pattern (default: the
     mechanism's structure's; `jaxmbs.kinematics.compressed`): the entries without the dense matrix.
@@ -89,21 +104,21 @@ def compressed_constraint_jacobian(
     `Sparsity.assembled_by_product`)."""
     sparsity = mechanism.structure.sparsity if sparsity is None else sparsity
     if not sparsity.assembled_by_product:
-        return constraint_jacobian(mechanism, t, q, params)
+        return constraint_jacobian(mechanism, q, t, params)
     probes = sparsity.probes(
-        lambda qd: velocity_residual(mechanism, t, q, qd, params), jnp.zeros_like(q)
+        lambda qd: velocity_residual(mechanism, q, qd, t, params), jnp.zeros_like(q)
     )
     return CompressedJacobian(probes, sparsity)
 
 
 def velocity_residual_and_gamma(
-    mechanism: Mechanism, t, q: Coordinates, qd: Velocities, params: Params
+    mechanism: Mechanism, q: Coordinates, qd: Velocities, t, params: Params
 ) -> tuple[ConstraintVector, ConstraintVector]:
     """c and Γ in C q̈ = Γ together: Γ is minus the time derivative of c along the motion at
     frozen q̇ (one jvp, whose primal output is c itself)."""
     t = jnp.asarray(t, dtype=q.dtype)
     c, c_dot = jax.jvp(
-        lambda t_, q_: velocity_residual(mechanism, t_, q_, qd, params),
+        lambda t_, q_: velocity_residual(mechanism, q_, qd, t_, params),
         (t, q),
         (jnp.ones_like(t), qd),
     )
@@ -111,7 +126,8 @@ def velocity_residual_and_gamma(
 
 
 def acceleration_rhs(
-    mechanism: Mechanism, t, q: Coordinates, qd: Velocities, params: Params
+    mechanism: Mechanism, q: Coordinates, qd: Velocities, t=0.0, params: Params | None = None
 ) -> ConstraintVector:
     """Γ in C q̈ = Γ (Pękal–Frączek 2016, eq 2.4)."""
-    return velocity_residual_and_gamma(mechanism, t, q, qd, params)[1]
+    params = _params(mechanism, q, params)
+    return velocity_residual_and_gamma(mechanism, q, qd, t, params)[1]

@@ -73,7 +73,7 @@ def tangent_rows(M: MassMatrix, C: Array, metric: bool = True) -> Array:
 
 def independent_rows(mechanism: Mechanism, structure: Structure, t, q, params) -> Array:
     """The independent rows C_I of the constraint Jacobian (the static row selection)."""
-    return constraint_jacobian(mechanism, t, q, params)[jnp.asarray(structure.independent_rows)]
+    return constraint_jacobian(mechanism, q, t, params)[jnp.asarray(structure.independent_rows)]
 
 
 def _at(mechanism: Mechanism, q, t, params):

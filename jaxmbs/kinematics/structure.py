@@ -149,7 +149,7 @@ def analyze_structure(
     try:
         # One compiled evaluation: op-by-op dispatch compiles every primitive on its own.
         jacobian = np.asarray(
-            eqx.filter_jit(constraint_jacobian)(mechanism, t, jnp.asarray(q), params)
+            eqx.filter_jit(constraint_jacobian)(mechanism, jnp.asarray(q), t, params)
         )
     except Exception as err:  # tracers cannot be analysed
         raise ValueError(
@@ -211,7 +211,7 @@ def detect_sparsity(mechanism: Mechanism, q, t: float = 0.0, params=None) -> Spa
     n = mechanism.n
 
     def sample(t_, q_, p_):
-        C = jax.jacfwd(lambda qd: velocity_residual(mechanism, t_, q_, qd, p_))(jnp.zeros_like(q_))
+        C = jax.jacfwd(lambda qd: velocity_residual(mechanism, q_, qd, t_, p_))(jnp.zeros_like(q_))
         return C, mechanism.mass_matrix(q_, p_)
 
     q_s = q + 0.1 * (1.0 + np.abs(q)) * rng.standard_normal((SAMPLES, n))

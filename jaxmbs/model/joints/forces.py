@@ -1,4 +1,5 @@
-"""Force elements: springs, dampers, bushings and actuators between the bodies of a mechanism.
+"""Force elements: springs, dampers, bushings, actuators and applied loads on the bodies of a
+mechanism.
 
 Every element here acts along a *deformation* δ(q) of the mechanism — the distance between two
 body points, a relative angle (scalars), the relative pose of two body frames (a bushing's
@@ -21,6 +22,10 @@ does the work P = −f_ncᵀ δ̇ on the system (`power`; −P ≥ 0 is the powe
 dissipates), and
 
     E(t) − E(0) = ∫₀ᵗ Σ P dt                                        (energy balance).
+
+Applied loads — a force at a body point (`PointForce`), a torque on a body (`BodyTorque`),
+each a callable of (t, q, q̇, p) such as a function of time — act through the velocity v
+their power is taken on, P = Fᵀ v (`_Load`).
 
 Coefficients are numbers, parameter keys or callables of the parameters (as the joints'
 geometry), so `jax.grad` reaches them. The builders (`planar_mechanism`,
@@ -100,6 +105,10 @@ class _Element:
     damping: Spec = 0.0
     law: ForceLaw | None = None
     actuator: Callable[..., Array] | None = None
+
+    @property
+    def bodies(self) -> tuple[int | None, ...]:
+        return (self.body_i, self.body_j)
 
     def deformation(self, kit: BodyKinematics, q, p) -> Array:
         raise NotImplementedError
@@ -239,7 +248,84 @@ class Bushing(_Element):
         return jnp.zeros(6)
 
 
-ForceElement = SpringDamper | RotationalSpringDamper | Bushing
+def _angular_velocity(kit: BodyKinematics, q, qd, body: int | None) -> Array:
+    """ω of a body from ω̃ = Ȧ Aᵀ (its antisymmetric part W = ½(ω̃ − ω̃ᵀ), exact on the
+    rotation manifold): the scalar W₂₁ in the plane, vee(W) in space. Linear in q̇."""
+    A, A_dot = jax.jvp(lambda q_: kit.rotation(q_, body), (q,), (qd,))
+    W = A_dot @ A.T
+    W = 0.5 * (W - W.T)
+    if W.shape[0] == 2:
+        return W[1, 0]
+    return jnp.stack([W[2, 1], W[0, 2], W[1, 0]])
+
+
+@dataclasses.dataclass(frozen=True)
+class _Load:
+    """An applied load F whose power is P = Fᵀ v, v(q, q̇) a velocity linear in q̇
+    (`velocity`); `load` is a callable (t, q, q̇, p) -> F (a function of time, a controller)
+    or a constant (numbers or a parameter key). Its generalized force is
+
+        Q = ∂P/∂q̇ = (∂v/∂q̇)ᵀ F,
+
+    one vjp of v in q̇. It has no potential: all of its work is external (`power`). With
+    `local=True` the load is given in the body's frame (it turns with the body), else in
+    the global frame. The force read back is F (global frame)."""
+
+    name: str
+    body: int | None
+    load: Spec | Callable[..., Array]
+    local: bool = False
+
+    @property
+    def bodies(self) -> tuple[int | None, ...]:
+        return (self.body,)
+
+    def velocity(self, kit: BodyKinematics, q, qd, p) -> Array:
+        raise NotImplementedError
+
+    def force(self, kit: BodyKinematics, t, q, qd, p) -> Array:
+        F = self.load(t, q, qd, p) if callable(self.load) else value(self.load, p)
+        F = jnp.asarray(F, q.dtype)
+        if not self.local:
+            return F
+        return F if F.ndim == 0 else kit.rotation(q, self.body) @ F
+
+    def potential(self, kit: BodyKinematics, q, p) -> Array:
+        return jnp.zeros((), q.dtype)
+
+    def nonconservative_force(self, kit: BodyKinematics, t, q, qd, p) -> Array:
+        F = self.force(kit, t, q, qd, p)
+        _, pullback = jax.vjp(lambda qd_: self.velocity(kit, q, qd_, p), qd)
+        return pullback(F)[0]
+
+    def power(self, kit: BodyKinematics, t, q, qd, p) -> Array:
+        return jnp.sum(self.force(kit, t, q, qd, p) * self.velocity(kit, q, qd, p))
+
+
+@dataclasses.dataclass(frozen=True)
+class PointForce(_Load):
+    """A force F(t, q, q̇, p) applied at `point` of `body` (its local frame): v = ṙ_P, the
+    point's velocity (2 components in the plane, 3 in space). A force given as a function
+    of time alone: `load=lambda t, q, qd, p: f(t)`, f e.g. a `jaxmbs.Profile` of sampled
+    (t, F) data."""
+
+    point: Spec = (0.0, 0.0)
+
+    def velocity(self, kit, q, qd, p) -> Array:
+        local = value(self.point, p)
+        return jax.jvp(lambda q_: kit.point(q_, self.body, local), (q,), (qd,))[1]
+
+
+@dataclasses.dataclass(frozen=True)
+class BodyTorque(_Load):
+    """A torque τ(t, q, q̇, p) on `body`: v = ω, the body's angular velocity (a scalar in the
+    plane, a vector in space, from its rotation matrix: `_angular_velocity`)."""
+
+    def velocity(self, kit, q, qd, p) -> Array:
+        return _angular_velocity(kit, q, qd, self.body)
+
+
+ForceElement = SpringDamper | RotationalSpringDamper | Bushing | PointForce | BodyTorque
 
 
 def check_elements(elements: Sequence[ForceElement], n_bodies: int) -> tuple[ForceElement, ...]:
@@ -249,7 +335,7 @@ def check_elements(elements: Sequence[ForceElement], n_bodies: int) -> tuple[For
     if len(set(names)) != len(names):
         raise ValueError(f"force element names must be unique, got {names}")
     for e in elements:
-        for body in (e.body_i, e.body_j):
+        for body in e.bodies:
             if body is not None and not 0 <= body < n_bodies:
                 raise ValueError(
                     f"force element {e.name!r} refers to body {body}; there are {n_bodies}"

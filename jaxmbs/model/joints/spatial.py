@@ -13,9 +13,9 @@ two kinds (`Body(..., orientation=...)`; a mechanism may mix them):
   body frames so that θ stays away from 0 and π (e.g. a body's local z axis horizontal).
 
 A `Layout` records where each body's coordinates lie; `Layout.frames(q)` gives every body's
-position and rotation matrix at once (`Frames`), on which joints, loads and outputs are
-written. A point with local coordinates s is at r_i + A s; "ground" is body `None`, whose
-local coordinates are global ones.
+position and rotation matrix at once (`Frames`), on which joints, force elements and
+outputs are written. A point with local coordinates s is at r_i + A s; "ground" is body
+`None`, whose local coordinates are global ones.
 
 Kinetic energy (Lagrangian form, `Mechanism.from_lagrangian`):
 
@@ -120,7 +120,7 @@ class Frames(NamedTuple):
         return local if body is None else matvec(self.rotations[body], local)
 
 
-#: A function q -> Frames (`Layout.frames`), on which loads and force elements are written.
+#: A function q -> Frames (`Layout.frames`), on which joints and force elements are written.
 FramesFn = Callable[[Array], Frames]
 
 
@@ -156,14 +156,6 @@ def parameter_angular_velocity(e, e_dot) -> Array:
     """Angular velocity ω' = 2 G(e) ė in the body frame from Euler parameters, shape (..., 3)
     (`body_rate_matrix`; Nikravesh 1988, eq 6.98)."""
     return 2 * jnp.sum(body_rate_matrix(e) * e_dot[..., None, :], axis=-1)
-
-
-def angular_velocity(frames: FramesFn, q, qd, body: int) -> Array:
-    """Angular velocity ω of a body in global components, either orientation kind:
-    ω̃ = Ȧ Aᵀ with Ȧ the derivative of the body's rotation matrix along q̇ (a jvp of
-    `frames`); the antisymmetric part is taken. Linear in q̇."""
-    A, A_dot = jax.jvp(lambda q_: frames(q_).rotations[body], (q,), (qd,))
-    return _vee(jnp.sum(A_dot[..., :, None, :] * A[..., None, :, :], axis=-1))
 
 
 def inertia_tensor(spec: Spec, params) -> Array:
@@ -514,67 +506,6 @@ class PointOnLine(_PointLineJoint):
 Joint = Spherical | Revolute | Universal | Cylindrical | Translational | Distance | PointOnLine
 
 
-def _load_value(load, t, q, qd, p) -> Array:
-    f = load.value
-    return jnp.asarray(f(t, q, qd, p)) if callable(f) else value(f, p)
-
-
-@dataclasses.dataclass(frozen=True)
-class PointForce:
-    """A force acting at a point of a body, in global components.
-
-    `value` is a constant vector (numbers or a parameter key) or a callable
-    `(t, q, qd, p) -> (3,)` (note: loads receive the state, not only the parameters). Its
-    generalized force is (∂r_P/∂q)ᵀ F, one vjp of the point position `frames(q).point`.
-    """
-
-    name: str
-    body: int
-    point: Spec
-    value: Spec | Callable
-
-    def _position(self, frames: FramesFn, p) -> Callable:
-        return lambda q: frames(q).point(self.body, value(self.point, p))
-
-    def generalized(self, frames: FramesFn, t, q, qd, p) -> Array:
-        _, pullback = jax.vjp(self._position(frames, p), q)
-        return pullback(_load_value(self, t, q, qd, p).astype(q.dtype))[0]
-
-    def power(self, frames: FramesFn, t, q, qd, p) -> Array:
-        """F · ṙ_P."""
-        _, velocity = jax.jvp(self._position(frames, p), (q,), (qd,))
-        return dot(_load_value(self, t, q, qd, p), velocity)
-
-
-@dataclasses.dataclass(frozen=True)
-class Torque:
-    """A torque acting on a body, in global components (`value` as for `PointForce`).
-
-    Its generalized force is (∂ω/∂q̇)ᵀ τ, one vjp of the angular velocity (linear in q̇;
-    `angular_velocity`, ω̃ = Ȧ Aᵀ).
-    """
-
-    name: str
-    body: int
-    value: Spec | Callable
-
-    def generalized(self, frames: FramesFn, t, q, qd, p) -> Array:
-        _, pullback = jax.vjp(lambda qd_: angular_velocity(frames, q, qd_, self.body), qd)
-        return pullback(_load_value(self, t, q, qd, p).astype(q.dtype))[0]
-
-    def power(self, frames: FramesFn, t, q, qd, p) -> Array:
-        """τ · ω."""
-        return dot(_load_value(self, t, q, qd, p), angular_velocity(frames, q, qd, self.body))
-
-
-Load = PointForce | Torque
-
-
-def load_power(loads: Sequence[Load], frames: FramesFn, t, q, qd, p) -> Array:
-    """Total power of the applied loads at a state (gravity excluded: it is potential)."""
-    return sum((load.power(frames, t, q, qd, p) for load in loads), start=jnp.zeros((), q.dtype))
-
-
 def relative_angle(
     frames: FramesFn, q, body_i: int | None, body_j: int | None, axis_i, reference_i, reference_j
 ) -> Array:
@@ -596,7 +527,6 @@ def spatial_mechanism(
     params=None,
     *,
     gravity: Spec = (0.0, 0.0, -9.81),
-    loads: Sequence[Load] = (),
     elements: Sequence[ForceElement] = (),
     applied_forces: Callable | None = None,
     reference_q=None,
@@ -607,20 +537,16 @@ def spatial_mechanism(
     T (module docstring) and V = −Σ mᵢ gᵀrᵢ go to `Mechanism.from_lagrangian`, so M and the
     velocity-dependent terms are derived by autodiff and the total energy is reported.
     The springs of the force `elements` (`jaxmbs.joints.forces`) add to V, their dampers and
-    laws to the generalized forces, as do `loads` (point forces, torques) and
+    laws to the generalized forces, as do their loads (point forces, torques) and
     `applied_forces(t, q, qd, p)`. The coordinates follow `Layout.from_bodies(bodies)`. The
     constraint groups: first `"normalization"` (eᵀe − 1 = 0 of every Euler-parameter body, in
     body order), then each joint, in the given order (holonomic joints first). `reference_q`
     must keep eᵀe = 1 and avoid the gimbal lock (sin θ ≠ 0) of every ZXZ body.
     """
     bodies = tuple(bodies)
-    loads = tuple(loads)
     n_bodies = len(bodies)
     layout = Layout.from_bodies(bodies)
     holonomic, pfaffian, joint_groups = split_joints(joints, n_bodies)
-    for load in loads:
-        if not 0 <= load.body < n_bodies:
-            raise ValueError(f"load {load.name!r} acts on body {load.body}; there are {n_bodies}")
     n_normalization = int(layout.bodies_of(EULER_PARAMETERS).size)
     groups = {NORMALIZATION: tuple(range(n_normalization))} if n_normalization else {}
     if NORMALIZATION in joint_groups and groups:
@@ -663,8 +589,6 @@ def spatial_mechanism(
 
     def external_forces(t, q, qd, p):
         out = element_set.nonconservative_force(t, q, qd, p)
-        for load in loads:
-            out = out + load.generalized(frames, t, q, qd, p)
         if applied_forces is not None:
             out = out + applied_forces(t, q, qd, p)
         return out
@@ -689,9 +613,7 @@ def spatial_mechanism(
         jax.jit(velocity_constraints) if pfaffian else None,
         params,
         external_forces=(
-            jax.jit(external_forces)
-            if loads or element_set.elements or applied_forces is not None
-            else None
+            jax.jit(external_forces) if element_set.elements or applied_forces is not None else None
         ),
         elements=element_set if element_set.elements else None,
         coordinate_names=layout.coordinate_names(),
