@@ -16,8 +16,9 @@ spring rate, damping coefficient and the lower ball joint B's height (the arm's 
 hard point). Steps:
 
 1. the gradient of J through the equilibrium and `simulate` by forward mode (three
-   directions), against central differences; reverse mode, the issue's choice, disagreed
-   with both by 6 % on this run (experiments/README.md), so the study does not use it;
+   directions), against central differences; reverse mode with the default sparse
+   checkpointing disagrees on this run (a checkpoint at every step agrees:
+   experiments/README.md), so the study uses forward mode;
 2. L-BFGS-B (scipy, bounded) from the initial design on that compiled value and gradient
    (`jaxmbs.optimize` would compile its own copy of the gradient);
 3. a grid search over (k, c) with z_B at its optimum;
