@@ -8,7 +8,6 @@ power of applied loads, and, for every joint, the dof it removes and its residua
 motion.
 """
 
-
 import jax
 import jax.numpy as jnp
 import numpy as np
