@@ -149,10 +149,10 @@ def test_snapshot_draws_one_line_per_body(fourbar_run):
         plt.close(fig)
 
 
-def test_spatial_snapshot_draws_the_given_joints_in_3d():
-    """A spatial double pendulum hanging from O = 0: the builder keeps no joints, so they
-    are passed; the upper rod is drawn between its joint points O and P, the lower one (a
-    single joint point) from P to its centre of mass, in 3-D."""
+def test_spatial_snapshot_draws_the_builder_s_joints_in_3d():
+    """A spatial double pendulum hanging from O = 0, its joints kept by the builder
+    (nothing passed): the upper rod is drawn between its joint points O and P, the lower one
+    (a single joint point) from P to its centre of mass, in 3-D."""
     bodies = [spatial.Body(name, 1.0, (0.1, 0.1, 0.01)) for name in ("upper", "lower")]
     joints = [
         spatial.Spherical("O", 0, (0.0, 0.0, 0.5)),
@@ -161,7 +161,8 @@ def test_spatial_snapshot_draws_the_given_joints_in_3d():
     q0 = np.concatenate([spatial.pose((0.0, 0.0, -z), np.eye(3)) for z in (0.5, 1.5)])
     mech = spatial.spatial_mechanism(bodies, joints, reference_q=q0)
     sol = jaxmbs.simulate(mech, q0, np.zeros_like(q0), (0.0, 0.1), saveat=np.array([0.0, 0.1]))
-    fig = jaxmbs.snapshot(mech, sol, [0.0], joints=joints)
+    assert mech.joints == tuple(joints)
+    fig = jaxmbs.snapshot(mech, sol, [0.0])
     try:
         (ax,) = fig.axes
         assert ax.name == "3d" and [line.get_label() for line in ax.lines] == ["upper", "lower"]

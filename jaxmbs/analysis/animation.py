@@ -4,10 +4,9 @@ Each body is drawn as the line through its joint points: the points where its jo
 (`point_i` on `body_i`, `point_j` on `body_j`, a knife edge's contact point), joined in
 order around their centre (a closed polygon from three points on); a body with fewer than
 two joint points is drawn to (or as a dot at) its centre of mass. Ground points are drawn
-as markers. Planar mechanisms built by `jaxmbs.joints.planar.planar_mechanism` carry their
-joints, so nothing extra is needed; the spatial builder does not keep its joints, so pass
-them (`joints=`) to draw a spatial mechanism's bodies as lines (without them: the centres
-of mass only).
+as markers. Mechanisms built by the planar and spatial builders carry their joints
+(`Mechanism.joints`), so nothing extra is needed; for a hand-written mechanism pass them
+(`joints=`), without them only the centres of mass are drawn.
 
 matplotlib (`pip install 'jaxmbs[figures]'`) is imported only when a picture is made.
 """
@@ -105,7 +104,7 @@ def _layout(mechanism: Mechanism, joints):
     """The body names, a point function `(q, body, local) -> global` and the joints
     (planar: bodies own `name.x, name.y, name.phi`; else the spatial builder's layout)."""
     if joints is None:
-        joints = planar.joints_of(mechanism)
+        joints = mechanism.joints
     names = mechanism.coordinate_names
     bodies = tuple(n.rpartition(".")[0] for n in names[::3])
     if names == tuple(f"{b}.{c}" for b in bodies for c in ("x", "y", "phi")):
@@ -130,7 +129,7 @@ def drawing(
     """The points drawn for every body at every output time (see the module docstring).
 
     **Arguments:** the mechanism, one unbatched solution, the joints (default: those the
-    planar builder recorded) and the parameters (default: the mechanism's).
+    builder recorded, `Mechanism.joints`) and the parameters (default: the mechanism's).
     """
     if np.ndim(solution.ts) != 1:
         raise ValueError("pictures take one unbatched solution (ts of shape (T,))")
@@ -228,8 +227,8 @@ def animate(
     - `mechanism`, `solution`: the mechanism and one unbatched solution of it.
     - `path`: a `.gif` (Pillow) or `.mp4` (needs the `ffmpeg` program) file.
     - `fps`: frames per second.
-    - `joints`: the joints whose points are drawn (default: the planar builder's; give
-      them for a spatial mechanism).
+    - `joints`: the joints whose points are drawn (default: the builder's,
+      `Mechanism.joints`; give them for a hand-written mechanism).
     - `params`: the parameters of the run (default: the mechanism's).
     - `title`: a title above the time.
 

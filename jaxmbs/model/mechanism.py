@@ -64,6 +64,8 @@ class Mechanism(eqx.Module):
       pattern (`jaxmbs.model.inertia`). `from_lagrangian` supplies it.
     - `elements`: the force elements inside `forces` and `potential_energy`, for reading
       their forces and power back (`jaxmbs.joints.forces.ElementSet`; the builders set it).
+    - `joints`: the joints the constraints were built from, for pictures of the mechanism
+      (`jaxmbs.animate`; the builders set it, empty for a hand-written mechanism).
     """
 
     mass_matrix: MassMatrixFn = eqx.field(static=True)
@@ -80,6 +82,7 @@ class Mechanism(eqx.Module):
     structure: Structure | None = eqx.field(static=True)
     mass_product: MassProductFn | None = eqx.field(static=True)
     elements: ElementSet | None = eqx.field(static=True)
+    joints: tuple = eqx.field(static=True)
 
     def __init__(
         self,
@@ -97,6 +100,7 @@ class Mechanism(eqx.Module):
         reference_t: float = 0.0,
         mass_product: MassProductFn | None = None,
         elements: ElementSet | None = None,
+        joints: Sequence = (),
     ):
         if n is None:
             if coordinate_names is not None:
@@ -115,6 +119,7 @@ class Mechanism(eqx.Module):
         self.n = n
         self.potential_energy = potential_energy
         self.elements = elements
+        self.joints = tuple(joints)
         names = tuple(coordinate_names) if coordinate_names is not None else None
         self.coordinate_names = names or tuple(f"q{i}" for i in range(n))
         if len(self.coordinate_names) != n:

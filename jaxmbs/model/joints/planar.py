@@ -353,6 +353,7 @@ def planar_mechanism(
         constraint_groups=groups,
         potential_energy=potential_energy,
         elements=element_set if element_set.elements else None,
+        joints=(*holonomic, *pfaffian),
         reference_q=reference_q,
         reference_t=reference_t,
     )

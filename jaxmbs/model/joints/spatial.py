@@ -616,6 +616,7 @@ def spatial_mechanism(
             jax.jit(external_forces) if element_set.elements or applied_forces is not None else None
         ),
         elements=element_set if element_set.elements else None,
+        joints=(*holonomic, *pfaffian),
         coordinate_names=layout.coordinate_names(),
         constraint_groups=groups,
         reference_q=reference_q,
