@@ -31,3 +31,12 @@ def pytest_runtest_makereport(item, call):
         (name, value.tolist() if hasattr(value, "tolist") else value)
         for name, value in report.user_properties
     ]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _release_compiled_programs():
+    """Drop JAX's compiled programs after each test module: a worker that ran dozens of
+    modules held ~4.5 GB of them, and the suite's rare crashes inside XLA's compiler came
+    late in long-lived workers. Modules share no compiled functions (`--dist loadfile`)."""
+    yield
+    jax.clear_caches()
