@@ -37,6 +37,7 @@ def pytest_runtest_makereport(item, call):
 def _release_compiled_programs():
     """Drop JAX's compiled programs after each test module: a worker that ran dozens of
     modules held ~4.5 GB of them, and the suite's rare crashes inside XLA's compiler came
-    late in long-lived workers. Modules share no compiled functions (`--dist loadfile`)."""
+    late in long-lived workers. A module's own programs stay cached while it runs (`--dist
+    loadfile` keeps it on one worker); a mechanism shared between modules compiles again."""
     yield
     jax.clear_caches()
