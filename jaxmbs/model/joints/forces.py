@@ -286,9 +286,9 @@ class _Load:
     def force(self, kit: BodyKinematics, t, q, qd, p) -> Array:
         F = self.load(t, q, qd, p) if callable(self.load) else value(self.load, p)
         F = jnp.asarray(F, q.dtype)
-        if not self.local:
+        if not self.local or F.ndim == 0:  # a planar torque is the same in every frame
             return F
-        return F if F.ndim == 0 else kit.rotation(q, self.body) @ F
+        return kit.rotation(q, self.body) @ F
 
     def potential(self, kit: BodyKinematics, q, p) -> Array:
         return jnp.zeros((), q.dtype)
