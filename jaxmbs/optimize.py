@@ -4,14 +4,12 @@ A design loss is a pure function of the parameters (masses, inertias, lengths, �
 assembles a consistent initial state, simulates, and compares an observed quantity with a
 target. Its gradient comes by automatic differentiation through every solver step:
 
-- **Reverse mode** (`jax.grad`, the default of `optimize`): `simulate` uses
-  `diffrax.RecursiveCheckpointAdjoint`, which differentiates the discrete solve itself
-  ("discretise, then optimise": the gradient of exactly the computed loss) with online
-  binomial checkpointing. With `checkpoints=None` it keeps about √(2 max_steps) copies of
-  the solver state (≈ 450 for the default max_steps = 100 000) and recomputes the steps in
-  between on the backward pass; pass
-  `adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=k)` to `simulate` to trade memory
-  for recomputation. The cost is independent of the number of parameters.
+- **Reverse mode** (`jax.grad`, the default of `optimize`): `simulate` differentiates the
+  discrete solve itself ("discretise, then optimise": the gradient of exactly the computed
+  loss) on the forward run's accepted steps (`jaxmbs.integrate.replay`), with diffrax's
+  online binomial checkpointing: about √(2 max_steps) copies of the solver state (≈ 450 for
+  the default max_steps = 100 000), the steps in between recomputed on the backward pass.
+  The cost is independent of the number of parameters.
 - **Forward mode** (`adjoint=diffrax.ForwardMode()` in `simulate`, `gradient="forward"`
   here): one tangent solve per parameter, no stored trajectory; cheaper than reverse mode
   for a handful of parameters (see `benchmarks/batch.py`).

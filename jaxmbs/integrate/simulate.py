@@ -47,6 +47,7 @@ from .closing import ClosingConditions
 from .events import mass_pivot, rank_condition, relative_pivot
 from .inputs import check_inputs, check_options, initial_checks, merge_params, raise_if_invalid
 from .partitioned import PartitionedCoordinates
+from .replay import StepReplay, replayed
 from .solution import (
     RESULTS,
     Solution,
@@ -137,8 +138,9 @@ def simulate(
       mapping replaces only its keys.
     - `dt0`: initial step (None: chosen automatically).
     - `max_steps`: step limit.
-    - `adjoint`: diffrax adjoint for gradients (default: checkpointed reverse mode, and
-      `diffrax.ForwardMode()` when `simulate` is differentiated by `jax.jvp`/`jax.jacfwd`).
+    - `adjoint`: diffrax adjoint for gradients (default: reverse mode on the forward run's
+      own accepted steps, `jaxmbs.integrate.replay`, and `diffrax.ForwardMode()` when
+      `simulate` is differentiated by `jax.jvp`/`jax.jacfwd`); one given is used as is.
     - `consistency_tol`: the largest |Φ(q0)| and |c(q0, q̇0)| accepted.
     - `check_rank`: stop with `RESULTS.singular_configuration` if the rank of C changes.
     - `rank_rtol`: relative pivot size below which the rank is taken to change, in (0, 1).
@@ -167,7 +169,7 @@ def simulate(
         stabilization=get_stabilization(stabilization),
         solver=diffrax.Tsit5() if solver is None else solver,
         controller=_controller(stepsize_controller, rtol, atol, t0, t1, space),
-        adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
+        adjoint=adjoint,
         progress_meter=diffrax.NoProgressMeter() if progress_meter is None else progress_meter,
         event=event,
         dt0=dt0,
@@ -183,15 +185,17 @@ def simulate(
     except TypeError as error:
         if "custom_vjp" not in str(error):
             raise
-        # Forward mode (jax.jvp, jax.jacfwd) through the default reverse-mode adjoint, whose
-        # checkpointed loop is a custom_vjp: differentiate the loop itself instead.
+        # Forward mode (jax.jvp, jax.jacfwd) through a reverse-mode rule (the default
+        # `replayed`, or a checkpointed loop), a custom_vjp: differentiate the loop itself.
         if adjoint is not None:
             raise TypeError(
                 f"forward-mode differentiation (jax.jvp, jax.jacfwd) cannot pass through "
                 f"adjoint={type(adjoint).__name__}(); pass adjoint=diffrax.ForwardMode(), or "
                 f"leave adjoint unset and simulate chooses it"
             ) from error
-        options = eqx.tree_at(lambda o: o.adjoint, options, diffrax.ForwardMode())
+        options = eqx.tree_at(
+            lambda o: o.adjoint, options, diffrax.ForwardMode(), is_leaf=lambda x: x is None
+        )
         solution = _solve(mechanism, structure, space, q0, qd0, t0, t1, saveat, options)
     return raise_on_failure(solution) if throw else solution
 
@@ -237,7 +241,7 @@ class _Options(eqx.Module):
     stabilization: AbstractStabilization
     solver: diffrax.AbstractSolver
     controller: diffrax.AbstractStepSizeController
-    adjoint: diffrax.AbstractAdjoint
+    adjoint: diffrax.AbstractAdjoint | None  # None: reverse mode by `replayed`
     progress_meter: diffrax.AbstractProgressMeter
     event: diffrax.Event | None
     dt0: float | None = eqx.field(static=True)
@@ -294,6 +298,72 @@ def _forward_mode_stages(solver, adjoint):
     return solver
 
 
+def _wrapped_solver(mechanism, structure: Structure, space: AbstractStateSpace, options):
+    """The diffrax solver with the state space's wrapper (projection, switching)."""
+    solver = _forward_mode_stages(multiply_add_stages(options.solver), options.adjoint)
+    solver = exact_newton(solver)
+    return space.wrap_solver(solver, mechanism, structure, options.stabilization)
+
+
+def _internal_conditions(mechanism, structure: Structure, space: AbstractStateSpace, options):
+    """The terminating conditions of a singular configuration: the rank of C (with the rank
+    check on) and the state space's own."""
+    internal = list(space.singular_conditions(mechanism, structure))
+    if options.rank_rtol is not None and structure.rank > 0:
+
+        def positions(t, y, params):
+            return space.physical_state(mechanism, structure, t, y, params)[0]
+
+        internal.insert(0, rank_condition(mechanism, structure, options.rank_rtol, positions))
+    return internal
+
+
+def _integrate(problem: tuple, controller: StepReplay | None = None, record_steps=False):
+    """The diffrax solve of `problem` = (mechanism, structure, space, y0, args, t0, t1,
+    saveat, options), built from these alone (`replayed` differentiates it as a function of
+    them). Saved: the final state, the output times, and with `record_steps` the accepted
+    steps' end times; `controller` replaces the options' step-size controller."""
+    mechanism, structure, space, y0, args, t0, t1, saveat, options = problem
+    internal = _internal_conditions(mechanism, structure, space, options)
+    user, user_directions = _user_conditions(space, mechanism, structure, options.event)
+    conditions = internal + user
+    event = None
+    if conditions:
+        event = diffrax.Event(
+            tuple(conditions),
+            root_finder=None if options.event is None else options.event.root_finder,
+            direction=tuple([None] * len(internal) + list(user_directions)),
+        )
+    # The final state (where the run stopped) is saved apart from the output times.
+    subs = [diffrax.SubSaveAt(t1=True)]
+    if saveat is not None:
+        subs.append(diffrax.SubSaveAt(ts=saveat))
+    if record_steps:
+        subs.append(diffrax.SubSaveAt(steps=True, fn=_no_state))
+    replaying = controller is not None
+    return diffrax.diffeqsolve(
+        diffrax.ODETerm(space.vector_field(mechanism, structure, options.stabilization)),
+        _wrapped_solver(mechanism, structure, space, options),
+        t0,
+        t1,
+        None if replaying else options.dt0,
+        y0,
+        args=args,
+        saveat=diffrax.SaveAt(subs=subs, solver_state=True),
+        stepsize_controller=controller if replaying else options.controller,
+        max_steps=options.max_steps,
+        adjoint=options.adjoint or diffrax.RecursiveCheckpointAdjoint(),
+        event=event,
+        progress_meter=diffrax.NoProgressMeter() if replaying else options.progress_meter,
+        throw=False,
+    )
+
+
+def _no_state(t, y, args) -> None:
+    """Saves nothing but the time (the recorded steps of `replayed`)."""
+    return None
+
+
 def _user_conditions(space, mechanism, structure, event: diffrax.Event | None):
     """The user's event conditions on (t, (q, q̇), params), as conditions on the state y."""
     if event is None:
@@ -327,53 +397,16 @@ def _solve(
     )  # fmt: skip
     ok = ok & representable
     args = (params, ok)
-    solver = _forward_mode_stages(multiply_add_stages(options.solver), options.adjoint)
-    solver = exact_newton(solver)
-    solver = space.wrap_solver(solver, mechanism, structure, stabilization)
-
-    internal = list(space.singular_conditions(mechanism, structure))
-    if options.rank_rtol is not None and structure.rank > 0:
-
-        def positions(t, y, params):
-            return space.physical_state(mechanism, structure, t, y, params)[0]
-
-        internal.insert(0, rank_condition(mechanism, structure, options.rank_rtol, positions))
-    user, user_directions = _user_conditions(space, mechanism, structure, options.event)
-    conditions = internal + user
-    event = None
-    if conditions:
-        event = diffrax.Event(
-            tuple(conditions),
-            root_finder=None if options.event is None else options.event.root_finder,
-            direction=tuple([None] * len(internal) + list(user_directions)),
-        )
-    # The final state (where the run stopped) is saved apart from the output times.
-    subs = [diffrax.SubSaveAt(t1=True)]
-    if saveat is not None:
-        subs.append(diffrax.SubSaveAt(ts=saveat))
-    save = diffrax.SaveAt(subs=subs, solver_state=True)
-    out = diffrax.diffeqsolve(
-        diffrax.ODETerm(space.vector_field(mechanism, structure, stabilization)),
-        solver,
-        t0,
-        t1,
-        options.dt0,
-        y0,
-        args=args,
-        saveat=save,
-        stepsize_controller=options.controller,
-        max_steps=options.max_steps,
-        adjoint=options.adjoint,
-        event=event,
-        progress_meter=options.progress_meter,
-        throw=False,
-    )
+    problem = (mechanism, structure, space, y0, args, t0, t1, saveat, options)
+    out = _integrate(problem) if options.adjoint is not None else replayed(problem, _integrate)
+    solver = _wrapped_solver(mechanism, structure, space, options)
+    n_internal = len(_internal_conditions(mechanism, structure, space, options))
     t_final, final = out.ts[0][0], jax.tree_util.tree_map(lambda x: x[0], out.ys[0])
     ts, ys = out.ts[-1], out.ys[-1]
 
-    fired = jax.tree_util.tree_leaves(out.event_mask) if event is not None else []
-    singular_event = jnp.any(jnp.asarray(fired[: len(internal)] + [False]))
-    user_fired = jnp.asarray(fired[len(internal) :] + [False])
+    fired = jax.tree_util.tree_leaves(out.event_mask)  # [] without an event
+    singular_event = jnp.any(jnp.asarray(fired[:n_internal] + [False]))
+    user_fired = jnp.asarray(fired[n_internal:] + [False])
     event_index = jnp.where(jnp.any(user_fired), jnp.argmax(user_fired), -1)
 
     near_singular = jnp.zeros((), bool)
