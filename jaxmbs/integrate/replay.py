@@ -48,6 +48,13 @@ class StepReplay(diffrax.AbstractStepSizeController):
 
     grid: Array
 
+    def end(self, t0: Array, t1: Array) -> Array:
+        """Where the replay ends: at the recorded run's last step if that ended before t1
+        (stopped by an event or a failure), else at t1 itself (so that a derivative with
+        respect to t1 passes). Output times beyond it must be clipped to it."""
+        last = jnp.max(jnp.where(jnp.isfinite(self.grid), self.grid, t0))
+        return jnp.where((last < t1) & (last > t0), last, t1)
+
     def wrap(self, direction):
         return self
 

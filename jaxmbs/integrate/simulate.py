@@ -139,8 +139,9 @@ def simulate(
     - `dt0`: initial step (None: chosen automatically).
     - `max_steps`: step limit.
     - `adjoint`: diffrax adjoint for gradients (default: reverse mode on the forward run's
-      own accepted steps, `jaxmbs.integrate.replay`, and `diffrax.ForwardMode()` when
-      `simulate` is differentiated by `jax.jvp`/`jax.jacfwd`); one given is used as is.
+      own accepted steps, `jaxmbs.integrate.replay`; diffrax's checkpointed adjoint with an
+      `event` that has a root finder; and `diffrax.ForwardMode()` when `simulate` is
+      differentiated by `jax.jvp`/`jax.jacfwd`); one given is used as is.
     - `consistency_tol`: the largest |Φ(q0)| and |c(q0, q̇0)| accepted.
     - `check_rank`: stop with `RESULTS.singular_configuration` if the rank of C changes.
     - `rank_rtol`: relative pivot size below which the rank is taken to change, in (0, 1).
@@ -169,7 +170,7 @@ def simulate(
         stabilization=get_stabilization(stabilization),
         solver=diffrax.Tsit5() if solver is None else solver,
         controller=_controller(stepsize_controller, rtol, atol, t0, t1, space),
-        adjoint=adjoint,
+        adjoint=_default_adjoint(event) if adjoint is None else adjoint,
         progress_meter=diffrax.NoProgressMeter() if progress_meter is None else progress_meter,
         event=event,
         dt0=dt0,
@@ -250,6 +251,15 @@ class _Options(eqx.Module):
     rank_rtol: float | None = eqx.field(static=True)
 
 
+def _default_adjoint(event: diffrax.Event | None) -> diffrax.AbstractAdjoint | None:
+    """None (reverse mode by `replayed`), except for an event located by a root finder:
+    its time depends on the parameters through the root, which diffrax differentiates in
+    its own adjoint, while a replay would end on the recorded root as a fixed time."""
+    if event is not None and event.root_finder is not None:
+        return diffrax.RecursiveCheckpointAdjoint()
+    return None
+
+
 def _controller(controller, rtol, atol, t0, t1, space: AbstractStateSpace):
     """The step-size controller: the default PID controller (tolerances as arrays, so that a
     study over tolerances reuses one compilation) or the given one, with the state space's
@@ -324,6 +334,12 @@ def _integrate(problem: tuple, controller: StepReplay | None = None, record_step
     them). Saved: the final state, the output times, and with `record_steps` the accepted
     steps' end times; `controller` replaces the options' step-size controller."""
     mechanism, structure, space, y0, args, t0, t1, saveat, options = problem
+    replaying = controller is not None
+    beyond = None
+    if replaying:  # end where the recorded run ended (an event, a failure), or at t1
+        t1 = controller.end(t0, t1)
+        if saveat is not None:
+            beyond, saveat = saveat > t1, jnp.minimum(saveat, t1)
     internal = _internal_conditions(mechanism, structure, space, options)
     user, user_directions = _user_conditions(space, mechanism, structure, options.event)
     conditions = internal + user
@@ -340,8 +356,7 @@ def _integrate(problem: tuple, controller: StepReplay | None = None, record_step
         subs.append(diffrax.SubSaveAt(ts=saveat))
     if record_steps:
         subs.append(diffrax.SubSaveAt(steps=True, fn=_no_state))
-    replaying = controller is not None
-    return diffrax.diffeqsolve(
+    out = diffrax.diffeqsolve(
         diffrax.ODETerm(space.vector_field(mechanism, structure, options.stabilization)),
         _wrapped_solver(mechanism, structure, space, options),
         t0,
@@ -357,6 +372,15 @@ def _integrate(problem: tuple, controller: StepReplay | None = None, record_step
         progress_meter=diffrax.NoProgressMeter() if replaying else options.progress_meter,
         throw=False,
     )
+    if beyond is not None:
+        # The recorded run saved nothing past its end, so nothing flows back from there
+        # (a NaN cotangent of a NaN-masked output included): selected, not multiplied.
+        def detached(y):
+            mask = beyond.reshape(beyond.shape + (1,) * (y.ndim - 1))
+            return jnp.where(mask, jax.lax.stop_gradient(y), y)
+
+        out = eqx.tree_at(lambda o: o.ys[1], out, jax.tree_util.tree_map(detached, out.ys[1]))
+    return out
 
 
 def _no_state(t, y, args) -> None:
