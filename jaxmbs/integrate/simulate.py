@@ -356,6 +356,8 @@ def _integrate(problem: tuple, controller: StepReplay | None = None, record_step
         subs.append(diffrax.SubSaveAt(ts=saveat))
     if record_steps:
         subs.append(diffrax.SubSaveAt(steps=True, fn=_no_state))
+    # Under `replayed` the solve itself is not differentiated: any adjoint does.
+    adjoint = diffrax.RecursiveCheckpointAdjoint() if options.adjoint is None else options.adjoint
     out = diffrax.diffeqsolve(
         diffrax.ODETerm(space.vector_field(mechanism, structure, options.stabilization)),
         _wrapped_solver(mechanism, structure, space, options),
@@ -367,7 +369,7 @@ def _integrate(problem: tuple, controller: StepReplay | None = None, record_step
         saveat=diffrax.SaveAt(subs=subs, solver_state=True),
         stepsize_controller=controller if replaying else options.controller,
         max_steps=options.max_steps,
-        adjoint=options.adjoint or diffrax.RecursiveCheckpointAdjoint(),
+        adjoint=adjoint,
         event=event,
         progress_meter=diffrax.NoProgressMeter() if replaying else options.progress_meter,
         throw=False,
