@@ -20,6 +20,38 @@ jax.config.update("jax_num_cpu_devices", cores or 1)
 
 from . import core  # noqa: E402
 
+#: GPU results recorded by `benchmarks/mjx.py` (not measured by this command).
+GPU_RECORD = os.path.join(os.path.dirname(__file__), "gpu_mjx_h200.json")
+
+
+def gpu_rows() -> list[tuple[str, str, str, str]]:
+    """The GPU target rows, read from the last recorded `benchmarks/mjx.py` run."""
+    with open(GPU_RECORD) as f:
+        record = json.load(f)
+    rows = [r for run in record["runs"] for r in run["rows"]]
+
+    def find(code, dtype, setting_start, size=None):
+        return next(r for r in rows if r["code"] == code and r["dtype"] == dtype
+                    and r["setting"].startswith(setting_start)
+                    and (size is None or r["B"] == size))  # fmt: skip
+
+    default = find("jaxmbs", "float64", "rtol = atol = 1e-08", 100_000)
+    strut = next(r for r in rows if r["code"].startswith("jaxmbs (McPherson"))
+    mjx = find("MJX", "float32", "RK4, dt = 1e-03")
+    fast = find("jaxmbs", "float32", "rtol = atol = 1e-05")
+    where = f"recorded on one {record['device']}, {record['date']} (`benchmarks/mjx.py`)"
+    return [
+        ("GPU: four-bar 10-s trajectories per minute, float64, defaults",
+         f"{default['per_minute']:.3g}", "≥ 1e6",
+         f"B = {default['B']}, crank error ≤ {default['max_error']:.0e}; {where}"),
+        ("GPU: McPherson 1-s trajectories per minute, float64, defaults",
+         f"{strut['per_minute']:.3g}", "≥ 1e5", f"B = {strut['B']}; {where}"),
+        ("GPU: jaxmbs float32 (rtol 1e-5) vs MJX float32 (RK4, dt 1e-3), four-bar",
+         f"{fast['per_minute'] / mjx['per_minute']:.0f}×", "faster at equal accuracy",
+         f"crank error max {fast['max_error']:.1e} vs {mjx['max_error']:.1e}, median "
+         f"{fast['median_error']:.1e} vs {mjx['median_error']:.1e}; {where}"),
+    ]  # fmt: skip
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
@@ -36,6 +68,7 @@ def main() -> None:
     gradients = {m: core.gradient_cost(method=m, repeats=repeats) for m in ("qr", "banded")}
     gradient = gradients["banded"]
     plain = core.plain_compile_times()
+    defaults = core.default_compile_times()
     checks = core.checks_cost(repeats=repeats)
 
     four_qr, four_banded = by["four-bar", "qr"], by["four-bar", "banded"]
@@ -98,7 +131,12 @@ def main() -> None:
          f"{gradient['compile_forward_s']:.1f} s / {gradient['compile_reverse_s']:.1f} s "
          f"(forward mode {gradient['compile_forward_mode_s']:.1f} s)", "≤ 2 s / ≤ 5 s",
          "four-bar, in-jit assembly, projection"),
+        ("compile time, McPherson strut forward (defaults)",
+         f"{defaults['mcpherson_forward_s']:.1f} s", "≤ 6 s", "30 coordinates, 1 s"),
+        (f"compile time, jit(vmap(grad)) of a four-bar loss ({defaults['batch']} speeds)",
+         f"{defaults['vmap_grad_s']:.1f} s", "≤ 10 s", "defaults, gradient w.r.t. a mass"),
     ]  # fmt: skip
+    table += gpu_rows()
     print("\n| case | measured | target | detail |")
     print("|---|---|---|---|")
     for row in table:
@@ -135,6 +173,7 @@ def main() -> None:
                 "gradients": gradients,
                 "plain": plain,
                 "checks": checks,
+                "default_compile": defaults,
             },
             f,
             indent=2,
