@@ -329,19 +329,25 @@ def gpu_section(
     print("\nsaturation: " + "; ".join(saturation))
 
 
-def options_section(size: int, label: str, budget_s: float = float("inf")):
+def options_section(
+    size: int, label: str, budget_s: float = float("inf"), defaults_only: bool = False
+):
     """One batch (B = `size`, the mechanism `label` of section 4, vmapped, in the current
-    dtype) under every formulation, and the default one without the rank check or with
-    Baumgarte's stabilisation instead of the projection: which choice a batch run should make
-    on this backend."""
+    dtype) under the default method with and without the projection and the rank check, then
+    (unless `defaults_only`) under every formulation and with Baumgarte's stabilisation:
+    which choice a batch run should make on this backend."""
     print(f"\n## 5. Options on one batch ({label}, B = {size}, {jax.default_backend()})")
     print("| method | stabilization | rank check | first call [s] | steady [s] | "
           "trajectories/s | steps (max) | failed |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|")
     case = _batch_cases(size)[label]
     tol = TOL if jax.config.jax_enable_x64 else 1e-5
-    variants = [(m, "projection", True) for m in jaxmbs.METHODS]
-    variants += [("qr", "projection", False), ("qr", "baumgarte", True)]
+    # the default method with its checks taken away one at a time
+    variants = [("auto", stabilization, check) for stabilization in ("projection", "none")
+                for check in (True, False)]  # fmt: skip
+    if not defaults_only:
+        variants += [(m, "projection", True) for m in jaxmbs.METHODS]
+        variants.append(("qr", "baumgarte", True))
     start_section = time.perf_counter()
     for method, stabilization, check_rank in variants:
         if time.perf_counter() - start_section > budget_s:
@@ -377,6 +383,9 @@ def main(argv=None):
     parser.add_argument("--json", default=None, help="section 4's rows as JSON")
     parser.add_argument("--gpu-mechanisms", default="four-bar,McPherson")
     parser.add_argument("--options", default=None, help="section 5: MECHANISM:B (float64)")
+    parser.add_argument(
+        "--defaults-only", action="store_true", help="section 5: the default method's rows only"
+    )
     args = parser.parse_args(argv)
     sections = {int(s) for s in args.sections.split(",")}
     if 5 in sections and args.options is None:
@@ -401,7 +410,7 @@ def main(argv=None):
         )
     if 5 in sections:
         label, size = args.options.split(":")
-        options_section(int(size), label, args.budget_s)
+        options_section(int(size), label, args.budget_s, args.defaults_only)
 
 
 if __name__ == "__main__":
