@@ -132,7 +132,9 @@ def run_jaxmbs(size: int, dtype: str, tol: float, idx, reference) -> dict:
 def mjcf(dt: float, time_constant: float, integrator: str) -> str:
     """The four-bar as MJCF: hinges about z at the crank, the crank–coupler joint and the
     rocker's ground pivot, body frames at the assembled state (so that every hinge angle is 0
-    there), the loop closed at joint C by `connect`. Gravity along −y, no contacts."""
+    there), the loop closed at joint C by `connect` (impedance 0.9999: as hard as MuJoCo's
+    soft constraints get; critically damped, the given time constant). Gravity along −y, no
+    contacts; each rod's inertia m l²/12 about its transverse axes."""
     p = fourbar.DEFAULTS
     mech = fourbar.fourbar()
     q0, _ = fourbar.initial_state(mech, CRANK_ANGLE, 1.0)
