@@ -145,7 +145,7 @@ def mjcf(dt: float, time_constant: float, integrator: str) -> str:
 
     def inertial(mass: str, length: str) -> str:
         m, ell = p[mass], p[length]
-        j = m * ell**2 / 12  # a slender rod: the same about its two transverse axes
+        j = m * ell**2 / 12  # a slender rod about y and z; about x (no motion) the same
         return f'<inertial pos="{ell / 2} 0 0" mass="{m}" diaginertia="{j} {j} {j}"/>'
 
     return f"""<mujoco>
