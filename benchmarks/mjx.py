@@ -99,6 +99,25 @@ def final_crank_angle(solution: jaxmbs.Solution):
     return solution.q[-1, 2]
 
 
+def _timed_study(run, size: int) -> tuple[dict, jaxmbs.MonteCarloResult]:
+    """A `monte_carlo` call of `size` samples made twice: the first call (compilation
+    included) and the second one's time, throughput, failures, slowest sample's steps and
+    largest |Φ|, and the second call's result."""
+    start = time.perf_counter()
+    run()
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    out = run()
+    steady = time.perf_counter() - start
+    row = {
+        "B": size, "first_s": first, "steady_s": steady, "per_minute": 60 * size / steady,
+        "failed": int(np.sum(~out.successful)),
+        "steps_max": int(np.max(out.diagnostics["num_steps"])),
+        "gap_max": float(np.nanmax(out.diagnostics["max_position_residual"])),
+    }  # fmt: skip
+    return row, out
+
+
 def run_jaxmbs(size: int, dtype: str, tol: float, idx, reference) -> dict:
     """One jaxmbs configuration: B four-bars for T1 in one vmapped program, called twice."""
     _set_precision(dtype)
@@ -112,20 +131,11 @@ def run_jaxmbs(size: int, dtype: str, tol: float, idx, reference) -> dict:
             vectorize=True, chunk_size=size, response=final_crank_angle,
         )  # fmt: skip
 
-    start = time.perf_counter()
-    run()
-    first = time.perf_counter() - start
-    start = time.perf_counter()
-    out = run()
-    steady = time.perf_counter() - start
+    row, out = _timed_study(run, size)
     _set_precision("float64")
     return {
         "code": "jaxmbs", "dtype": dtype, "setting": f"rtol = atol = {tol:.0e}, method auto",
-        "B": size, "first_s": first, "steady_s": steady, "per_minute": 60 * size / steady,
-        "failed": int(np.sum(~out.successful)),
-        "steps_max": int(np.max(out.diagnostics["num_steps"])),
-        "gap_max": float(np.nanmax(out.diagnostics["max_position_residual"])),
-        **_errors(np.asarray(out.responses)[idx], reference),
+        **row, **_errors(np.asarray(out.responses)[idx], reference),
     }  # fmt: skip
 
 
@@ -254,19 +264,10 @@ def run_mcpherson(size: int) -> dict:
             keep_solutions=False, vectorize=True, chunk_size=size,
         )  # fmt: skip
 
-    start = time.perf_counter()
-    run()
-    first = time.perf_counter() - start
-    start = time.perf_counter()
-    out = run()
-    steady = time.perf_counter() - start
+    row, _ = _timed_study(run, size)
     return {
         "code": "jaxmbs (McPherson, 1 s)", "mechanism": "McPherson (1 s)", "dtype": "float64",
-        "setting": "rtol = atol = 1e-8, defaults", "B": size, "first_s": first,
-        "steady_s": steady, "per_minute": 60 * size / steady,
-        "failed": int(np.sum(~out.successful)),
-        "steps_max": int(np.max(out.diagnostics["num_steps"])),
-        "gap_max": float(np.nanmax(out.diagnostics["max_position_residual"])),
+        "setting": "rtol = atol = 1e-8, defaults", **row,
     }  # fmt: skip
 
 
