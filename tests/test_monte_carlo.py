@@ -167,7 +167,9 @@ def test_sharded_equals_unsharded():
     """Two virtual CPU devices: the flag must be set before JAX starts, so a subprocess."""
     env = {
         **os.environ,
-        "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+        # with the tests' compiler settings (conftest.py)
+        "XLA_FLAGS": "--xla_force_host_platform_device_count=2 "
+        + os.environ.get("JAXMBS_TEST_XLA_FLAGS", ""),
         "JAX_ENABLE_X64": "1",
         "JAX_PLATFORMS": "cpu",
     }

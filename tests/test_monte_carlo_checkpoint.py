@@ -66,8 +66,11 @@ def main(directory: str, port: int | None = None, process_id: int = 0) -> None:
 
 
 def subprocess_env() -> dict[str, str]:
+    """The children compile with the tests' XLA settings (conftest.py) and no others: the
+    same programs as the reference's."""
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    return {**env, "JAX_PLATFORMS": "cpu", "PYTHONPATH": TESTS}
+    flags = os.environ.get("JAXMBS_TEST_XLA_FLAGS", "")
+    return {**env, "XLA_FLAGS": flags, "JAX_PLATFORMS": "cpu", "PYTHONPATH": TESTS}
 
 
 def command(*args) -> list[str]:
