@@ -20,6 +20,10 @@ its accepted grid t₀ < t₁ < … < t_N. `replayed` takes that literally: the 
 adaptive solve, which also records t₁, …, t_N (`SubSaveAt(steps=True)`); the backward pass
 differentiates a second solve that steps to exactly those times (`StepReplay`), with the
 checkpointed adjoint. Its recomputations take the same steps whatever their rounding. The
+replay leaves out the conditions that end a run as a failure (the rank check, a singular
+partition): they decide nothing once the steps are given, and a run they stopped ends the
+replay at its last recorded step, past which every output and its gradient is NaN. The
+user's events stay, so that the derivative of an event's time is the recorded run's. The
 cost: one more forward solve, over the accepted steps only, and `max_steps` recorded times.
 Forward mode (`jax.jvp`, `jax.jacfwd`) does not come here: `simulate` integrates the tangents
 along with the run (`diffrax.ForwardMode`).
@@ -92,11 +96,16 @@ def _replayed_fwd(perturbed, inputs: PyTree, run: Run):
 def _replayed_bwd(grid: Array, cotangent, perturbed, inputs: PyTree, run: Run):
     del perturbed
     out, pullback = eqx.filter_vjp(lambda x: run(x, StepReplay(grid), False), inputs)
-    # Outputs the caller did not differentiate come with a None cotangent: zero.
-    cotangent = jax.tree_util.tree_map(
-        lambda c, o: jnp.zeros_like(o) if c is None and eqx.is_inexact_array(o) else c,
-        cotangent,
-        out,
+    # Only the saved times and states carry cotangents into the replay: its events are not
+    # the recorded run's (module notes). A None cotangent is a zero.
+    zeros = jax.tree_util.tree_map(
+        lambda o: jnp.zeros_like(o) if eqx.is_inexact_array(o) else None, out
+    )
+    saved = jax.tree_util.tree_map(
+        lambda c, z: z if c is None else c,
+        (cotangent.ts, cotangent.ys),
+        (zeros.ts, zeros.ys),
         is_leaf=lambda x: x is None,
     )
+    cotangent = eqx.tree_at(lambda s: (s.ts, s.ys), zeros, saved, is_leaf=lambda x: x is None)
     return pullback(cotangent)[0]

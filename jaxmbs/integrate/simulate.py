@@ -340,7 +340,8 @@ def _integrate(problem: tuple, controller: StepReplay | None = None, record_step
         t1 = controller.end(t0, t1)
         if saveat is not None:
             beyond, saveat = saveat > t1, jnp.minimum(saveat, t1)
-    internal = _internal_conditions(mechanism, structure, space, options)
+    # A replay stops where the recorded run stopped: without the failure conditions.
+    internal = [] if replaying else _internal_conditions(mechanism, structure, space, options)
     user, user_directions = _user_conditions(space, mechanism, structure, options.event)
     conditions = internal + user
     event = None
