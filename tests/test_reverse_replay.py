@@ -114,7 +114,8 @@ def test_reverse_mode_through_events_equals_forward_mode():
 def test_reverse_mode_before_a_singular_stop_equals_forward_mode():
     """A run the rank check stops (a 3-link chain swinging from 0.6 rad; a rank tolerance of
     0.7 of the largest pivot counts it singular at t ≈ 0.48 s): the replay leaves the check
-    out and ends where the run ended. Outputs before the stop get forward mode's gradient."""
+    out and ends where the run ended. Outputs before the stop get forward mode's gradient; a
+    loss that reads an output past it has a NaN gradient in either mode."""
     mech = chain.chain(3)
     q0, qd0 = chain.initial_state(mech, 0.6)
     ts = jnp.linspace(0.0, 1.0, 11)
@@ -137,3 +138,9 @@ def test_reverse_mode_before_a_singular_stop_equals_forward_mode():
     forward = float(jax.jit(jax.jacfwd(early))(9.81))
     assert abs(forward) > 1e-3
     assert abs(reverse - forward) < 1e-9 * abs(forward), (reverse, forward)
+
+    def late(g):  # reads the output at 0.6 s, NaN
+        return outputs(g)[0][6, 0] + early(g)
+
+    assert bool(jnp.isnan(jax.jit(jax.grad(late))(9.81)))
+    assert bool(jnp.isnan(jax.jit(jax.jacfwd(late))(9.81)))

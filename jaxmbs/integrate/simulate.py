@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 
 from .._internal.checks import is_concrete
-from .._internal.types import Array, ArrayLike, Params
+from .._internal.types import Array, ArrayLike, Params, PyTree
 from ..formulations import AbstractFormulation, get_formulation
 from ..formulations.closing import ClosingVariant
 from ..kinematics.constraints import position_residual, velocity_residual
@@ -296,6 +296,47 @@ def _map_saved(fn, *xs):
     return jax.lax.map(lambda args: fn(*args), xs)
 
 
+def _along_first_axis(mask: Array, x: Array) -> Array:
+    """`mask` over x's first axis, broadcast over the rest."""
+    return mask.reshape(mask.shape + (1,) * (x.ndim - 1))
+
+
+def _held_past(past: Array, saved: PyTree, final: PyTree) -> PyTree:
+    """The saved times and states with those past the run's end replaced by the final ones:
+    the outputs there are NaN anyway (`_nan_past`), and evaluated at the solver's fill
+    values (inf) their derivatives would be NaN, which a zero cotangent does not cancel."""
+    return jax.tree_util.tree_map(
+        lambda x, x_end: jnp.where(_along_first_axis(past, x), x_end, x), saved, final
+    )
+
+
+def _nan_past(past: Array, x: Array) -> Array:
+    """x with its outputs past the run's end NaN: multiplied by NaN or 1, so that a tangent
+    through a NaN output is NaN, never a finite number of a truncated trajectory."""
+    return x * jnp.where(_along_first_axis(past, x), jnp.nan, 1.0).astype(x.dtype)
+
+
+@jax.custom_vjp
+def _nan_past_read(past: Array, x: Array) -> Array:
+    """`_nan_past` for reverse mode: there the cotangent of a NaN output the loss does not
+    read is zero, and multiplied by NaN it would make every gradient NaN. The cotangent
+    passed back is NaN where the loss reads a NaN output (a nonzero cotangent), zero where
+    it does not."""
+    return _nan_past(past, x)
+
+
+def _nan_past_read_fwd(past: Array, x: Array):
+    return _nan_past(past, x), past
+
+
+def _nan_past_read_bwd(past: Array, cotangent: Array):
+    read = jnp.where(cotangent != 0, jnp.nan, 0.0).astype(cotangent.dtype)
+    return None, jnp.where(_along_first_axis(past, cotangent), read, cotangent)
+
+
+_nan_past_read.defvjp(_nan_past_read_fwd, _nan_past_read_bwd)
+
+
 def _forward_mode_stages(solver, adjoint):
     """diffrax makes the stage loop forward-differentiable ("lax") itself, but only for a
     bare Runge–Kutta solver, not inside a wrapper: do it before wrapping."""
@@ -335,11 +376,10 @@ def _integrate(problem: tuple, controller: StepReplay | None = None, record_step
     steps' end times; `controller` replaces the options' step-size controller."""
     mechanism, structure, space, y0, args, t0, t1, saveat, options = problem
     replaying = controller is not None
-    beyond = None
     if replaying:  # end where the recorded run ended (an event, a failure), or at t1
         t1 = controller.end(t0, t1)
-        if saveat is not None:
-            beyond, saveat = saveat > t1, jnp.minimum(saveat, t1)
+        if saveat is not None:  # times past it: outputs held at the end (`_held_past`)
+            saveat = jnp.minimum(saveat, t1)
     # A replay stops where the recorded run stopped: without the failure conditions.
     internal = [] if replaying else _internal_conditions(mechanism, structure, space, options)
     user, user_directions = _user_conditions(space, mechanism, structure, options.event)
@@ -375,14 +415,6 @@ def _integrate(problem: tuple, controller: StepReplay | None = None, record_step
         progress_meter=diffrax.NoProgressMeter() if replaying else options.progress_meter,
         throw=False,
     )
-    if beyond is not None:
-        # The recorded run saved nothing past its end, so nothing flows back from there
-        # (a NaN cotangent of a NaN-masked output included): selected, not multiplied.
-        def detached(y):
-            mask = beyond.reshape(beyond.shape + (1,) * (y.ndim - 1))
-            return jnp.where(mask, jax.lax.stop_gradient(y), y)
-
-        out = eqx.tree_at(lambda o: o.ys[1], out, jax.tree_util.tree_map(detached, out.ys[1]))
     return out
 
 
@@ -478,16 +510,14 @@ def _solve(
             energy,
         )
 
-    q, qd, qdd, lam, res_phi, res_c, energy = _map_saved(outputs, ts, ys)
     failed = result != RESULTS.successful
     past = ~ok | ~(ts <= t_final) | (failed if saveat is None else jnp.zeros((), bool))
+    held = _held_past(past, (ts, ys), (t_final, final))
+    q, qd, qdd, lam, res_phi, res_c, energy = _map_saved(outputs, *held)
+    forward_mode = isinstance(options.adjoint, diffrax.ForwardMode)
 
     def nan_past(x):
-        # Multiplied, not selected: a gradient through a NaN output is NaN, never a finite
-        # number computed from a truncated trajectory.
-        # (A factor of NaN or 1: `where(mask, x * nan, x)` would make every gradient NaN.)
-        mask = past.reshape(past.shape + (1,) * (x.ndim - 1))
-        return x * jnp.where(mask, jnp.nan, 1.0).astype(x.dtype)
+        return _nan_past(past, x) if forward_mode else _nan_past_read(past, x)
 
     num_steps = out.stats["num_steps"]
     rhs = rhs_evaluations(solver, num_steps, options.dt0 is None)
