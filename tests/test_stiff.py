@@ -102,10 +102,12 @@ def test_element_force_is_the_linear_law(pendulum, explicit):
 
 @pytest.mark.parametrize("mode", ["reverse", "forward"])
 def test_gradient_through_implicit_solve(pendulum, mode):
-    """d(final bob radius and rod angle)/d(k, c) against central differences."""
+    """d(final bob radius and rod angle)/d(k, c) against central differences; reverse mode
+    the default (`jaxmbs.integrate.replay`). diffrax's checkpointed adjoint alone passed or
+    failed (1.5e-3 relative off) with last-bit changes of the compiled program."""
     mech, q0, qd0 = pendulum
     t1 = 0.3
-    adjoint = diffrax.ForwardMode() if mode == "forward" else diffrax.RecursiveCheckpointAdjoint()
+    adjoint = diffrax.ForwardMode() if mode == "forward" else None
 
     def loss(log_kc):
         params = {**mech.params, "k": jnp.exp(log_kc[0]), "c": jnp.exp(log_kc[1])}

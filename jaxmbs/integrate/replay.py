@@ -37,6 +37,7 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import optimistix as optx
 
 from .._internal.types import Array, PyTree
 
@@ -46,11 +47,24 @@ from .._internal.types import Array, PyTree
 Run = Callable[[PyTree, "StepReplay | None", bool], diffrax.Solution]
 
 
-class StepReplay(diffrax.AbstractStepSizeController):
+class StepReplay(diffrax.AbstractAdaptiveStepSizeController):
     """Steps to the recorded end times `grid` of an earlier run's accepted steps, accepting
-    every step; `grid` is padded past the last recorded step with +inf (clipped to t1)."""
+    every step; `grid` is padded past the last recorded step with +inf (clipped to t1).
+
+    Adaptive in diffrax's sense only for its tolerances `rtol`, `atol`, `norm`: an implicit
+    solver's root finder takes them from the step-size controller when it has none of its
+    own, as it took them from the recorded run's (`with_tolerances`)."""
 
     grid: Array
+    rtol: Array | float = 0.0
+    atol: Array | float = 0.0
+    norm: Callable[[PyTree], Array] = eqx.field(static=True, default=optx.rms_norm)
+
+    def with_tolerances(self, recorded: diffrax.AbstractStepSizeController) -> StepReplay:
+        """This replay with the tolerances of the recorded run's controller, if it has any."""
+        if not isinstance(recorded, diffrax.AbstractAdaptiveStepSizeController):
+            return self
+        return StepReplay(self.grid, recorded.rtol, recorded.atol, recorded.norm)
 
     def end(self, t0: Array, t1: Array) -> Array:
         """Where the replay ends: at the recorded run's last step if that ended before t1

@@ -377,6 +377,7 @@ def _integrate(problem: tuple, controller: StepReplay | None = None, record_step
     mechanism, structure, space, y0, args, t0, t1, saveat, options = problem
     replaying = controller is not None
     if replaying:  # end where the recorded run ended (an event, a failure), or at t1
+        controller = controller.with_tolerances(options.controller)
         t1 = controller.end(t0, t1)
         if saveat is not None:  # times past it: outputs held at the end (`_held_past`)
             saveat = jnp.minimum(saveat, t1)
