@@ -15,8 +15,9 @@ import jax
 jax.config.update("jax_enable_x64", True)
 # Every core a CPU device, so that a batch can be sharded over them (`jaxmbs.monte_carlo`);
 # single runs use the first one. Must precede the first JAX computation.
-cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-jax.config.update("jax_num_cpu_devices", cores or 1)
+from .suite import suite_row, usable_cpus  # noqa: E402
+
+jax.config.update("jax_num_cpu_devices", usable_cpus())
 
 from . import core  # noqa: E402
 
@@ -136,7 +137,7 @@ def main() -> None:
         (f"compile time, jit(vmap(grad)) of a four-bar loss ({defaults['batch']} speeds)",
          f"{defaults['vmap_grad_s']:.1f} s", "≤ 10 s", "defaults, gradient w.r.t. a mass"),
     ]  # fmt: skip
-    table += gpu_rows()
+    table += [suite_row(), *gpu_rows()]
     print("\n| case | measured | target | detail |")
     print("|---|---|---|---|")
     for row in table:
