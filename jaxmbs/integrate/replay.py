@@ -58,7 +58,7 @@ class StepReplay(diffrax.AbstractAdaptiveStepSizeController):
     grid: Array
     rtol: Array | float = 0.0
     atol: Array | float = 0.0
-    norm: Callable[[PyTree], Array] = eqx.field(static=True, default=optx.rms_norm)
+    norm: Callable[[PyTree], Array] = optx.rms_norm
 
     def with_tolerances(self, recorded: diffrax.AbstractStepSizeController) -> StepReplay:
         """This replay with the tolerances of the recorded run's controller, if it has any."""
