@@ -45,3 +45,11 @@ def state_vector(mechanism: Any, q, name: str = "q") -> None:
             f"{name} must be a vector of the {mechanism.n} coordinates, got shape {shape}: "
             "the arguments are (mechanism, q[, qd], t, params), in simulate's order"
         )
+
+
+def finite_params(params) -> None:
+    """Refuse a concrete parameter that is not finite, naming it (`params["m"]`); traced
+    parameters are checked where they are used."""
+    for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+        if is_concrete(leaf) and not np.all(np.isfinite(np.asarray(leaf, dtype=float))):
+            raise ValueError(f"params{jax.tree_util.keystr(path)} is not finite: {leaf!r}")

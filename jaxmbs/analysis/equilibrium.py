@@ -3,27 +3,49 @@ reactions.
 
 At rest (q̇ = 0, q̈ = 0) the equations of motion M q̈ + Cᵀλ = Q and Φ = 0 become
 
-    Q(t, q, 0, p) − C_Iᵀ(q) λ_I = 0,        Φ_I(t, q) = 0,
+    R(q, λ) = [ (Q(t, q, 0, p) − C_Iᵀ(q) λ_I) / s_Q ;  Φ_I(t, q) ] = 0,
 
 n + r equations in (q, λ_I), with I the independent holonomic rows (redundant rows left out:
-their multipliers are not unique, the configuration is). Newton's method on this square
-system (`optimistix.Newton`, the exact Jacobian by autodiff) from a guess; the derivative
-with respect to the parameters follows from the implicit function theorem (optimistix's
-implicit adjoint), so `jax.grad` of a function of the equilibrium needs no unrolled
-iterations.
+their multipliers are not unique, the configuration is) and s_Q a constant force scale (the
+largest applied force at the start, held fixed: the root does not depend on it, and it makes
+the tolerance relative on the force rows). The Jacobian of R is the bordered stiffness
+
+    ∂R/∂(q, λ) = [ (K_t − Σ_k λ_k ∂²Φ_k/∂q²) / s_Q    −C_Iᵀ / s_Q ]
+                 [ C_I                                  0         ],   K_t = ∂Q/∂q,
+
+nonsingular exactly where the equilibrium is isolated (the tangent stiffness projected on
+the null space of C_I is). Its geometric part −Σ λ_k ∂²Φ_k/∂q² is what holds a
+gravity-loaded pendulum or linkage without springs (K_t = 0): started from λ = 0, the
+Jacobian would be singular there. So Newton's method (`optimistix.Newton`, the exact
+Jacobian by autodiff) starts from
+
+1. q₀: the guess moved onto Φ_I = 0 by `START_STEPS` minimum-norm Gauss–Newton steps
+   q ← q − C_I⁺ Φ_I (a guess off the constraints is allowed);
+2. λ₀: the least-squares multipliers of Q(q₀) = C_Iᵀ(q₀) λ, which are the equilibrium's own
+   when q₀ is the equilibrium (Newton then stops at once), and a start whose geometric
+   stiffness has the right sign near it.
+
+The derivative with respect to the parameters follows from the implicit function theorem
+(optimistix's implicit adjoint), so `jax.grad` of a function of the equilibrium needs no
+unrolled iterations; the start is held constant in it (the root does not depend on it).
 """
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
 
-from .._internal.checks import is_concrete
+from .._internal.checks import finite_params, is_concrete
 from .._internal.types import Array, Coordinates, Params
+from ..integrate.inputs import merge_params
 from ..kinematics.constraints import constraint_jacobian, position_residual
 from ..kinematics.structure import resolve_structure
 from ..model.mechanism import Mechanism
+
+#: Gauss–Newton steps that move the guess onto the holonomic constraints before Newton.
+START_STEPS = 4
 
 
 def equilibrium(
@@ -38,13 +60,15 @@ def equilibrium(
     """The static equilibrium configuration near `q_guess` (module docstring).
 
     **Arguments:** the mechanism, a guess (need not satisfy Φ = 0), the time, parameters
-    (default: the mechanism's; differentiable), the Newton tolerance `tol` (on the step and on
-    the residual, relative to their scales) and the iteration limit.
+    (default: the mechanism's; a partial mapping replaces only its keys, as in `simulate`;
+    differentiable), the Newton tolerance `tol` (on the step relative to |q| and |λ|, and on
+    the force balance relative to the largest applied force) and the iteration limit.
 
     **Returns:** q with Φ(q) = 0 to round-off and Q = Cᵀλ. Raises `RuntimeError` when Newton's
     method does not converge (with concrete inputs); under `jit` the result is NaN instead.
-    Pfaffian constraints do not fix an equilibrium (rest satisfies them whatever q is), so a
-    mechanism with them is refused.
+    A non-finite parameter or guess is refused with a `ValueError` naming it (concrete
+    inputs). Pfaffian constraints do not fix an equilibrium (rest satisfies them whatever q
+    is), so a mechanism with them is refused.
     """
     if mechanism.n_pfaffian:
         raise ValueError(
@@ -54,40 +78,79 @@ def equilibrium(
     q_guess = jnp.asarray(q_guess, dtype=jnp.result_type(float))
     if q_guess.shape != (mechanism.n,):
         raise ValueError(f"q_guess must have shape ({mechanism.n},), got {q_guess.shape}")
+    if is_concrete(q_guess) and not bool(jnp.all(jnp.isfinite(q_guess))):
+        raise ValueError("equilibrium: q_guess is not finite (NaN or inf)")
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+        raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
+    if not 0.0 < tol < 1.0:
+        raise ValueError(f"tol must lie in (0, 1), got {tol!r}")
+    p = merge_params(mechanism.params, params, q_guess.dtype)
+    finite_params(p)
     structure = resolve_structure(mechanism, q_guess if is_concrete(q_guess) else None, t)
     rows = np.asarray(structure.independent_holonomic_rows, dtype=int)
-    p = mechanism.params if params is None else params
     n = mechanism.n
+    t = jnp.asarray(t, q_guess.dtype)
+
+    def forces(q, p):
+        return mechanism.forces(t, q, jnp.zeros_like(q), p)
+
+    def jacobian(q, p):
+        return constraint_jacobian(mechanism, q, t, p)[rows]
+
+    def phi(q, p):
+        return position_residual(mechanism, q, t, p)[rows]
+
+    q0, lam0, scale = jax.lax.stop_gradient(_start(forces, jacobian, phi, q_guess, p))
 
     def residual(y, p):
         q, lam = y[:n], y[n:]
-        C = constraint_jacobian(mechanism, q, t, p)[rows]
-        Q = mechanism.forces(t, q, jnp.zeros_like(q), p)
-        return jnp.concatenate([Q - C.T @ lam, position_residual(mechanism, q, t, p)[rows]])
+        return jnp.concatenate([(forces(q, p) - jacobian(q, p).T @ lam) / scale, phi(q, p)])
 
-    y0 = jnp.concatenate([q_guess, jnp.zeros(rows.size, q_guess.dtype)])
     solution = optx.root_find(
-        residual, optx.Newton(rtol=tol, atol=tol), y0, p, max_steps=max_steps, throw=False
+        residual,
+        optx.Newton(rtol=tol, atol=tol),
+        jnp.concatenate([q0, lam0]),
+        p,
+        max_steps=max_steps,
+        throw=False,
     )
     converged = solution.result == optx.RESULTS.successful
-    q = solution.value[:n]
     if is_concrete(converged) and not bool(converged):
-        left = float(jnp.max(jnp.abs(residual(solution.value, p))))
+        r = residual(solution.value, p)
         raise RuntimeError(
-            f"equilibrium did not converge in {max_steps} Newton steps (largest residual "
-            f"{left:.2e}); try a guess nearer the equilibrium, or more steps"
+            f"equilibrium did not converge in {max_steps} Newton steps: force balance "
+            f"|Q − Cᵀλ| = {float(jnp.max(jnp.abs(r[:n]))) * float(scale):.2e} (largest applied "
+            f"force {float(scale):.2e}), |Φ| = {float(jnp.max(jnp.abs(r[n:]), initial=0.0)):.2e}"
+            " — no isolated equilibrium near the guess (a neutral direction: a free rotation, "
+            "a mechanism without restoring forces), or a guess too far from one"
         )
-    return jnp.where(converged, q, jnp.nan)
+    return jnp.where(converged, solution.value[:n], jnp.nan)
+
+
+def _start(forces, jacobian, phi, q_guess: Array, p) -> tuple[Array, Array, Array]:
+    """The start of Newton's method (module docstring): q₀ on Φ_I = 0, the least-squares
+    λ₀ there, and the force scale s_Q = max |Q(q₀)| (at least the smallest normal number)."""
+
+    def gauss_newton(q, _):
+        return q - jnp.linalg.pinv(jacobian(q, p)) @ phi(q, p), None
+
+    q0, lam0 = q_guess, jnp.zeros(0, q_guess.dtype)
+    if jacobian(q_guess, p).shape[0]:  # holonomic rows to satisfy and multipliers to start
+        q0 = jax.lax.scan(gauss_newton, q_guess, None, length=START_STEPS)[0]
+        lam0 = jnp.linalg.lstsq(jacobian(q0, p).T, forces(q0, p))[0]
+    scale = jnp.maximum(jnp.max(jnp.abs(forces(q0, p))), jnp.finfo(q0.dtype).tiny)
+    return q0, lam0, scale
 
 
 def equilibrium_multipliers(
     mechanism: Mechanism, q: Coordinates, t=0.0, params: Params | None = None
 ) -> Array:
     """λ of the independent holonomic rows at an equilibrium q (least squares of Cᵀλ = Q):
-    the static constraint reactions."""
+    the static constraint reactions; `params` as in `equilibrium`."""
+    q = jnp.asarray(q, dtype=jnp.result_type(float))
     structure = resolve_structure(mechanism, q if is_concrete(q) else None, t)
     rows = np.asarray(structure.independent_holonomic_rows, dtype=int)
-    p = mechanism.params if params is None else params
+    p = merge_params(mechanism.params, params, q.dtype)
     C = constraint_jacobian(mechanism, q, t, p)[rows]
     Q = mechanism.forces(t, q, jnp.zeros_like(q), p)
     return jnp.linalg.lstsq(C.T, Q)[0]

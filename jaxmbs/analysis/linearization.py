@@ -14,8 +14,20 @@ A = ∂ẋ/∂x at the given state by forward-mode autodiff — through the Newt
 implicit function theorem. Without Pfaffian rows P = V (f = n − rank C coordinates, A is
 2f × 2f); with them q_P has n − rank Φ_q coordinates and v fewer. The coordinate sets are
 chosen by column pivoting on the constraint rows at the state (the best-conditioned
-dependent columns). The eigenvalues do not depend on the choice nor on the formulation:
-another choice is a change of coordinates of the same linear system.
+dependent columns).
+
+**Only at an equilibrium.** Under a change of coordinates x = h(z), the Jacobian of the
+vector field transforms as A_z = H⁻¹ A_x H − H⁻¹ (∂H/∂z · ẋ) with H = ∂h/∂z: the second
+term vanishes only where ẋ = 0. So at an equilibrium (q̇ = 0, q̈ = 0) the eigenvalues of A
+do not depend on the choice of independent coordinates nor on the formulation, and the
+modes, natural frequencies and damping ratios are those of the small motions about it;
+anywhere else A depends on the coordinates, and its eigenvalues are no frequencies of
+anything. `linearize` therefore refuses a state that is not an equilibrium — within
+`equilibrium_tol`: |q̇| ≤ tol and |q̈| ≤ tol · max |M⁻¹Q(t, q, 0)| — unless asked with
+`equilibrium_only=False`, which returns the local Jacobian labelled `at_equilibrium=False`
+(its `frequencies` and `damping_ratios` then refuse to answer). Linearisation about steady
+motion (relative equilibria, with cyclic coordinates) is a different computation, not
+this one.
 """
 
 from __future__ import annotations
@@ -27,11 +39,14 @@ import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
 
+from .._internal.checks import finite_params, state_vector
 from .._internal.types import Array, Coordinates, Params, Velocities
 from ..formulations import AbstractFormulation
 from ..integrate.dynamics import accelerations
+from ..integrate.inputs import merge_params
 from ..kinematics.constraints import constraint_jacobian, position_residual, velocity_residual
 from ..kinematics.structure import pivoted_row_selection, resolve_structure
+from ..model import inertia
 from ..model.mechanism import Mechanism
 
 
@@ -40,12 +55,15 @@ class Linearization(NamedTuple):
 
     Eigenvalues come in complex-conjugate pairs s = −ζω ± iω√(1 − ζ²) for the oscillating
     modes: `frequencies` are their undamped natural frequencies ω = |s| (rad/s), and
-    `damping_ratios` ζ = −Re s / |s|.
+    `damping_ratios` ζ = −Re s / |s`. `at_equilibrium` is False only for a state that
+    `linearize(..., equilibrium_only=False)` accepted off an equilibrium: `A` is then the
+    local Jacobian of the vector field in these coordinates, and has no modes.
     """
 
     A: Array
     positions: tuple[str, ...]
     velocities: tuple[str, ...]
+    at_equilibrium: bool = True
 
     @property
     def eigenvalues(self) -> np.ndarray:
@@ -54,6 +72,12 @@ class Linearization(NamedTuple):
         return s[np.lexsort((s.imag, np.abs(s)))]
 
     def _oscillating(self) -> np.ndarray:
+        if not self.at_equilibrium:
+            raise ValueError(
+                "frequencies and damping ratios exist only for a linearisation about an "
+                "equilibrium; this one is the local Jacobian at a state that is not one "
+                "(linearize(..., equilibrium_only=False))"
+            )
         s = self.eigenvalues
         return s[s.imag > 1e-9 * np.maximum(np.abs(s), 1.0)]
 
@@ -83,25 +107,45 @@ def linearize(
     params: Params | None = None,
     *,
     method: str | AbstractFormulation = "auto",
+    consistency_tol: float = 1e-6,
+    equilibrium_tol: float = 1e-6,
+    equilibrium_only: bool = True,
 ) -> Linearization:
-    """Linearise the motion at a consistent state (q, q̇) (module docstring).
+    """Linearise the motion about an equilibrium (q, q̇ = 0) (module docstring).
 
-    **Arguments:** the mechanism, a consistent state (e.g. from `jaxmbs.equilibrium` with
-    q̇ = 0, or any point of a trajectory), the time, the parameters (default: the
-    mechanism's), the formulation that gives q̈ (the result does not depend on it).
+    **Arguments:** the mechanism, a consistent state at an equilibrium (e.g. from
+    `jaxmbs.equilibrium` with q̇ = 0), the time, the parameters (default: the mechanism's;
+    a partial mapping replaces only its keys, as in `simulate`), the formulation that gives
+    q̈ (the result does not depend on it), the largest |Φ(q)| and |c(q, q̇)| accepted
+    (`consistency_tol`: the state is not projected silently), the equilibrium test's
+    tolerance (`equilibrium_tol`: |q̇| and |q̈| relative to max |M⁻¹Q(t, q, 0)|), and
+    `equilibrium_only=False` to accept any consistent state and get the local Jacobian,
+    labelled `at_equilibrium`.
+
+    **Returns:** a `Linearization`. Raises `ValueError`, naming the cause, for a state that
+    is not finite, not consistent, or (by default) not an equilibrium.
     """
+    state_vector(mechanism, q, "q")
+    state_vector(mechanism, qd, "qd")
     q = np.asarray(q, dtype=float)
     qd = np.asarray(qd, dtype=float)
+    if not (np.all(np.isfinite(q)) and np.all(np.isfinite(qd))):
+        raise ValueError("linearize: q or qd is not finite (NaN or inf)")
+    p = merge_params(mechanism.params, params, jnp.result_type(float))
+    finite_params(p)
     structure = resolve_structure(mechanism, q, t)
-    p = mechanism.params if params is None else params
     n = mechanism.n
+    t = jnp.asarray(t, dtype=jnp.result_type(float))
+    at_equilibrium = _check_state(
+        mechanism, q, qd, t, p, method, structure, consistency_tol, equilibrium_tol,
+        equilibrium_only,
+    )  # fmt: skip
     holonomic = np.asarray(structure.independent_holonomic_rows, dtype=int)
     all_rows = np.asarray(structure.independent_rows, dtype=int)
     C = np.asarray(constraint_jacobian(mechanism, jnp.asarray(q), t, p))
     P = _independent(C[holonomic], n) if holonomic.size else np.arange(n)
     V = _independent(C[all_rows], n) if all_rows.size else np.arange(n)
     D_q, D_v = np.setdiff1d(np.arange(n), P), np.setdiff1d(np.arange(n), V)
-    t = jnp.asarray(t, dtype=jnp.result_type(float))
 
     def positions(q_p):
         def phi(q_d, q_p):
@@ -131,4 +175,41 @@ def linearize(
     x0 = jnp.concatenate([jnp.asarray(q[P]), jnp.asarray(qd[V])])
     A = jax.jacfwd(field)(x0)
     names = mechanism.coordinate_names
-    return Linearization(A, tuple(names[i] for i in P), tuple(names[i] for i in V))
+    return Linearization(
+        A, tuple(names[i] for i in P), tuple(names[i] for i in V), at_equilibrium
+    )
+
+
+def _check_state(
+    mechanism: Mechanism, q, qd, t, p, method, structure, consistency_tol: float,
+    equilibrium_tol: float, equilibrium_only: bool,
+) -> bool:  # fmt: skip
+    """Refuse an inconsistent state; whether it is an equilibrium (module docstring), and
+    with `equilibrium_only` refuse one that is not."""
+    q, qd = jnp.asarray(q), jnp.asarray(qd)
+    phi = float(jnp.max(jnp.abs(position_residual(mechanism, q, t, p)), initial=0.0))
+    c = float(jnp.max(jnp.abs(velocity_residual(mechanism, q, qd, t, p)), initial=0.0))
+    if not (phi <= consistency_tol and c <= consistency_tol):
+        raise ValueError(
+            f"linearize: inconsistent state: |Φ(q)| = {phi:.2e}, |c(q, q̇)| = {c:.2e} exceed "
+            f"consistency_tol = {consistency_tol:g}; use jaxmbs.equilibrium (or "
+            "jaxmbs.assemble) for a consistent state"
+        )
+    qdd = accelerations(mechanism, q, qd, t, p, method=method, structure=structure)
+    free = jnp.linalg.solve(
+        inertia.mass_matrix(mechanism, q, p), mechanism.forces(t, q, jnp.zeros_like(q), p)
+    )
+    speed = float(jnp.max(jnp.abs(qd)))
+    imbalance = float(jnp.max(jnp.abs(qdd)))
+    scale = float(jnp.max(jnp.abs(free)))
+    at_equilibrium = speed <= equilibrium_tol and imbalance <= equilibrium_tol * scale
+    if equilibrium_only and not at_equilibrium:
+        raise ValueError(
+            f"linearize: the state is not an equilibrium (|q̇| = {speed:.2e}, |q̈| = "
+            f"{imbalance:.2e} against max |M⁻¹Q| = {scale:.2e}, equilibrium_tol = "
+            f"{equilibrium_tol:g}): away from one, the state matrix depends on the "
+            "coordinates and its eigenvalues are no natural frequencies. Find the "
+            "equilibrium with jaxmbs.equilibrium, or pass equilibrium_only=False for the "
+            "local Jacobian (labelled at_equilibrium=False)"
+        )
+    return at_equilibrium
