@@ -31,14 +31,17 @@ Coefficients are numbers, parameter keys or callables of the parameters (as the 
 geometry), so `jax.grad` reaches them. The builders (`planar_mechanism`,
 `spatial_mechanism`, keyword `elements=`) hand each element the functions that place a body
 point and give a relative angle (`BodyKinematics`); the elements do not depend on how the
-bodies are parametrised.
+bodies are parametrised. They check every element first (`check_elements`): the shape of
+each parameter against the mechanism's parameters (`parameter_shapes`: a number for a
+scalar δ's K, C and δ₀, a point of 2 or 3 coordinates, …), the keys it names, the shape of
+the force its callables return, and that it acts in a mechanism of that dimension.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -47,6 +50,9 @@ from ..._internal.types import Array
 from ._common import Spec, value
 
 ForceLaw = Callable[..., Array]  # (δ, δ̇, p) -> f
+Shape = tuple[int, ...]
+#: What a builder's dimension is called in messages.
+SPACES = {2: "planar", 3: "spatial"}
 
 
 class BodyKinematics(NamedTuple):
@@ -69,6 +75,77 @@ class BodyKinematics(NamedTuple):
 def _times(K: Array, x: Array) -> Array:
     """K x for a coefficient that is a number, a vector (diagonal) or a matrix."""
     return K @ x if K.ndim == 2 else K * x
+
+
+def _coefficient_shapes(components: Shape) -> tuple[Shape, ...]:
+    """The shapes of a coefficient K in f = K δ (`_times`): a number, one entry per component
+    of δ (a diagonal), or a square matrix; a scalar δ takes a number only."""
+    return ((),) if components == () else ((), components, components * 2)
+
+
+def _available(params) -> str:
+    """The parameter keys there are, for a message about a missing one."""
+    if params is None:
+        return "the mechanism has no parameters (params=None)"
+    if isinstance(params, Mapping):
+        return f"the parameters are {sorted(params, key=str)}"
+    return f"the parameters are a {type(params).__name__}, not a dict of named values"
+
+
+def _traced_shape(element, field: str, params, fn: Callable, *args) -> Shape:
+    """The shape of `fn(*args)`, traced abstractly (nothing is computed); a parameter key that
+    a callable looks up and that is missing is named with the keys there are."""
+    try:
+        return tuple(jax.eval_shape(fn, *args).shape)
+    except KeyError as err:
+        key = err.args[0] if err.args else "?"
+        raise ValueError(
+            f"force element {element.name!r}: {field} looks up the parameter {key!r}, which is "
+            f"missing; {_available(params)}"
+        ) from err
+
+
+def _parameter_shape(element, field: str, params) -> Shape:
+    """The shape of the parameter `field` of `element` (a number, a key into `params` or a
+    callable of `params`) against the mechanism's parameters."""
+    spec = getattr(element, field)
+    if isinstance(spec, str):
+        try:
+            params[spec]
+        except (KeyError, TypeError, IndexError):
+            raise ValueError(
+                f"force element {element.name!r}: {field} is the parameter {spec!r}, which is "
+                f"missing; {_available(params)}"
+            ) from None
+    return _traced_shape(element, field, params, lambda p: value(spec, p), params)
+
+
+def _expect(
+    element, field: str, shape: Shape, allowed: tuple[Shape, ...], dimension: int, verb="have"
+) -> None:
+    """Refuse a parameter (or with `verb="return"`, a callable's result) whose shape is not
+    one of `allowed`."""
+    if shape not in allowed:
+        spec = getattr(element, field)
+        source = f" (the parameter {spec!r})" if isinstance(spec, str) else ""
+        raise ValueError(
+            f"force element {element.name!r} ({type(element).__name__} in a "
+            f"{SPACES[dimension]} mechanism): {field} must {verb} shape "
+            f"{' or '.join(map(str, allowed))}, got shape {shape}{source}"
+        )
+
+
+def _check_parameters(element, params, dimension: int) -> None:
+    """Refuse an element that does not act in a mechanism of `dimension`, or a parameter of a
+    shape that `element.parameter_shapes(dimension)` does not allow."""
+    if dimension not in element.dimensions:
+        raise ValueError(
+            f"force element {element.name!r}: a {type(element).__name__} acts in "
+            f"{' or '.join(SPACES[d] for d in element.dimensions)} mechanisms, not in a "
+            f"{SPACES[dimension]} one"
+        )
+    for field, allowed in element.parameter_shapes(dimension).items():
+        _expect(element, field, _parameter_shape(element, field, params), allowed, dimension)
 
 
 def one_sided(
@@ -106,9 +183,38 @@ class _Element:
     law: ForceLaw | None = None
     actuator: Callable[..., Array] | None = None
 
+    #: The builders the element works with: 2 (`planar_mechanism`), 3 (`spatial_mechanism`).
+    dimensions: ClassVar[tuple[int, ...]] = (2, 3)
+    #: The shape of δ: () for a length or an angle.
+    components: ClassVar[Shape] = ()
+
     @property
     def bodies(self) -> tuple[int | None, ...]:
         return (self.body_i, self.body_j)
+
+    def parameter_shapes(self, dimension: int) -> dict[str, tuple[Shape, ...]]:
+        """The shapes each parameter (number, key or callable of p) may take in a mechanism
+        of `dimension`: the coefficients' here, the geometry's in each element."""
+        coefficient = _coefficient_shapes(self.components)
+        return {"stiffness": coefficient, "damping": coefficient}
+
+    def check(self, params, dimension: int, n: int) -> None:
+        """Refuse, before anything is traced, a parameter of the wrong shape or a missing
+        key (`parameter_shapes`), and a `law` or `actuator` whose force has not δ's shape.
+
+        **Arguments:** the mechanism's `params`, its `dimension` (2 or 3) and its number of
+        coordinates `n`. **Raises:** `ValueError` naming the element and the parameter.
+        """
+        _check_parameters(self, params, dimension)
+        real = jnp.result_type(float)
+        delta = jax.ShapeDtypeStruct(self.components, real)
+        t, q = jax.ShapeDtypeStruct((), real), jax.ShapeDtypeStruct((n,), real)
+        if self.law is not None:
+            shape = _traced_shape(self, "law", params, self.law, delta, delta, params)
+            _expect(self, "law", shape, (self.components,), dimension, "return")
+        if self.actuator is not None:
+            shape = _traced_shape(self, "actuator", params, self.actuator, t, q, q, params)
+            _expect(self, "actuator", shape, (self.components,), dimension, "return")
 
     def deformation(self, kit: BodyKinematics, q, p) -> Array:
         raise NotImplementedError
@@ -175,6 +281,11 @@ class SpringDamper(_Element):
     point_j: Spec = (0.0, 0.0)
     free_length: Spec = 0.0
 
+    def parameter_shapes(self, dimension: int) -> dict[str, tuple[Shape, ...]]:
+        point = ((dimension,),)
+        shapes = {"free_length": ((),), "point_i": point, "point_j": point}
+        return {**super().parameter_shapes(dimension), **shapes}
+
     def deformation(self, kit, q, p) -> Array:
         d = kit.point(q, self.body_j, value(self.point_j, p)) - kit.point(
             q, self.body_i, value(self.point_i, p)
@@ -202,6 +313,12 @@ class RotationalSpringDamper(_Element):
     axis_i: Spec = (0.0, 0.0, 1.0)
     reference_i: Spec = (1.0, 0.0, 0.0)
     reference_j: Spec = (1.0, 0.0, 0.0)
+
+    def parameter_shapes(self, dimension: int) -> dict[str, tuple[Shape, ...]]:
+        shapes = {**super().parameter_shapes(dimension), "free_angle": ((),)}
+        if dimension == 3:  # the plane ignores the axis and the reference vectors
+            shapes.update(axis_i=((3,),), reference_i=((3,),), reference_j=((3,),))
+        return shapes
 
     def deformation(self, kit, q, p) -> Array:
         return kit.relative_angle(
@@ -234,6 +351,13 @@ class Bushing(_Element):
     body_j: int | None = None
     point_j: Spec = (0.0, 0.0, 0.0)
     rest_rotation: Spec = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
+
+    dimensions: ClassVar[tuple[int, ...]] = (3,)
+    components: ClassVar[Shape] = (6,)
+
+    def parameter_shapes(self, dimension: int) -> dict[str, tuple[Shape, ...]]:
+        shapes = {"point_i": ((3,),), "point_j": ((3,),), "rest_rotation": ((3, 3),)}
+        return {**super().parameter_shapes(dimension), **shapes}
 
     def deformation(self, kit, q, p) -> Array:
         A_i, A_j = kit.rotation(q, self.body_i), kit.rotation(q, self.body_j)
@@ -276,9 +400,33 @@ class _Load:
     load: Spec | Callable[..., Array]
     local: bool = False
 
+    #: The builders the load works with: 2 (`planar_mechanism`), 3 (`spatial_mechanism`).
+    dimensions: ClassVar[tuple[int, ...]] = (2, 3)
+
     @property
     def bodies(self) -> tuple[int | None, ...]:
         return (self.body,)
+
+    def load_shape(self, dimension: int) -> Shape:
+        """The shape of F in a mechanism of `dimension`."""
+        raise NotImplementedError
+
+    def parameter_shapes(self, dimension: int) -> dict[str, tuple[Shape, ...]]:
+        """The shapes each parameter (number, key or callable of p) may take; a constant
+        `load` is one of them."""
+        return {} if callable(self.load) else {"load": (self.load_shape(dimension),)}
+
+    def check(self, params, dimension: int, n: int) -> None:
+        """Refuse, before anything is traced, a parameter of the wrong shape or a missing
+        key (`parameter_shapes`), and a callable `load` whose F has not the shape
+        `load_shape(dimension)`. **Raises:** `ValueError` naming the load and the parameter.
+        """
+        _check_parameters(self, params, dimension)
+        if callable(self.load):
+            real = jnp.result_type(float)
+            t, q = jax.ShapeDtypeStruct((), real), jax.ShapeDtypeStruct((n,), real)
+            shape = _traced_shape(self, "load", params, self.load, t, q, q, params)
+            _expect(self, "load", shape, (self.load_shape(dimension),), dimension, "return")
 
     def velocity(self, kit: BodyKinematics, q, qd, p) -> Array:
         raise NotImplementedError
@@ -311,6 +459,12 @@ class PointForce(_Load):
 
     point: Spec = (0.0, 0.0)
 
+    def load_shape(self, dimension: int) -> Shape:
+        return (dimension,)
+
+    def parameter_shapes(self, dimension: int) -> dict[str, tuple[Shape, ...]]:
+        return {**super().parameter_shapes(dimension), "point": ((dimension,),)}
+
     def velocity(self, kit, q, qd, p) -> Array:
         local = value(self.point, p)
         return jax.jvp(lambda q_: kit.point(q_, self.body, local), (q,), (qd,))[1]
@@ -321,6 +475,9 @@ class BodyTorque(_Load):
     """A torque τ(t, q, q̇, p) on `body`: v = ω, the body's angular velocity (a scalar in the
     plane, a vector in space, from its rotation matrix: `_angular_velocity`)."""
 
+    def load_shape(self, dimension: int) -> Shape:
+        return () if dimension == 2 else (3,)
+
     def velocity(self, kit, q, qd, p) -> Array:
         return _angular_velocity(kit, q, qd, self.body)
 
@@ -328,8 +485,21 @@ class BodyTorque(_Load):
 ForceElement = SpringDamper | RotationalSpringDamper | Bushing | PointForce | BodyTorque
 
 
-def check_elements(elements: Sequence[ForceElement], n_bodies: int) -> tuple[ForceElement, ...]:
-    """Check names and body indices before anything is traced."""
+def check_elements(
+    elements: Sequence[ForceElement], n_bodies: int, params, *, dimension: int, n: int
+) -> tuple[ForceElement, ...]:
+    """Check names, body indices, the builder and every parameter's shape before anything is
+    traced.
+
+    **Arguments:** the `elements`, the mechanism's number of bodies, its `params`, its
+    `dimension` (2: `planar_mechanism`, 3: `spatial_mechanism`) and its number of
+    coordinates `n`.
+
+    **Returns:** the elements as a tuple. **Raises:** `ValueError` naming the element and the
+    cause: a repeated name, a body out of range, an element of the other dimension (a
+    `Bushing` in the plane), a missing parameter key or a shape that is not the element's
+    (`parameter_shapes`, `check`).
+    """
     elements = tuple(elements)
     names = [e.name for e in elements]
     if len(set(names)) != len(names):
@@ -340,6 +510,7 @@ def check_elements(elements: Sequence[ForceElement], n_bodies: int) -> tuple[For
                 raise ValueError(
                     f"force element {e.name!r} refers to body {body}; there are {n_bodies}"
                 )
+        e.check(params, dimension, n)
     return elements
 
 

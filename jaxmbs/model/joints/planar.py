@@ -314,7 +314,8 @@ def planar_mechanism(
     """
     bodies = tuple(bodies)
     holonomic, pfaffian, groups = split_joints(joints, len(bodies))
-    element_set = ElementSet(check_elements(elements, len(bodies)), KINEMATICS)
+    checked = check_elements(elements, len(bodies), params, dimension=2, n=3 * len(bodies))
+    element_set = ElementSet(checked, KINEMATICS)
 
     def masses(p):
         return jnp.stack([value(b.mass, p) for b in bodies])

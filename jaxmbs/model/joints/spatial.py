@@ -565,7 +565,8 @@ def spatial_mechanism(
         functools.partial(relative_angle, frames),
         rotation_of,
     )
-    element_set = ElementSet(check_elements(elements, n_bodies), kinematics)
+    checked = check_elements(elements, n_bodies, params, dimension=3, n=layout.n)
+    element_set = ElementSet(checked, kinematics)
 
     def masses(p):
         return jnp.stack([value(b.mass, p) for b in bodies])
