@@ -296,7 +296,7 @@ def test_linearize_refuses_a_state_that_is_not_an_equilibrium():
     assert not local.at_equilibrium
     assert local.eigenvalues.size == 2
     with pytest.raises(ValueError, match="only for a linearisation about an equilibrium"):
-        local.frequencies
+        _ = local.frequencies
 
 
 def test_linearize_refuses_inconsistent_or_non_finite_states_and_merges_params():

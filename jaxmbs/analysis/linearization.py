@@ -175,9 +175,7 @@ def linearize(
     x0 = jnp.concatenate([jnp.asarray(q[P]), jnp.asarray(qd[V])])
     A = jax.jacfwd(field)(x0)
     names = mechanism.coordinate_names
-    return Linearization(
-        A, tuple(names[i] for i in P), tuple(names[i] for i in V), at_equilibrium
-    )
+    return Linearization(A, tuple(names[i] for i in P), tuple(names[i] for i in V), at_equilibrium)
 
 
 def _check_state(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from .._internal import linalg
 from .._internal.checks import is_concrete
-from .._internal.types import Params
+from .._internal.types import Array, Params
 from ..formulations import banded
 from ..kinematics.constraints import position_residual, velocity_residual
 from ..kinematics.structure import structure_band_plan
@@ -42,16 +43,26 @@ def check_inputs(mechanism: Mechanism, q0, qd0, t_span, saveat):
     return q0, qd0, t0, t1, saveat
 
 
-def initial_checks(mechanism: Mechanism, t0, q0, qd0, params, tol: float) -> dict:
-    """Checks of the initial state: finite, positive definite M, and consistent."""
-    phi = position_residual(mechanism, q0, t0, params)
-    c = velocity_residual(mechanism, q0, qd0, t0, params)
-    M = inertia.mass_matrix(mechanism, q0, params)
+def mass_matrix_checks(mechanism: Mechanism, q, params) -> tuple[Array, Array]:
+    """(symmetric, positive definite) for M(q): |M − Mᵀ| ≤ 1e-10 max |M|, and a Cholesky
+    factor with a finite, positive diagonal (block by block where the structure is banded)."""
+    M = inertia.mass_matrix(mechanism, q, params)
     structure = mechanism.structure
     if structure is not None and structure.sparsity is not None:  # block by block, no LAPACK
         chol = banded.mass_factor(structure_band_plan(structure), M)
     else:
         chol = linalg.cholesky(M)
+    definite = jnp.all(jnp.isfinite(chol)) & jnp.all(jnp.diagonal(chol, axis1=-2, axis2=-1) > 0)
+    scale = jnp.max(jnp.abs(M), initial=1.0)
+    symmetric = jnp.max(jnp.abs(M - M.T), initial=0.0) <= 1e-10 * scale
+    return symmetric, definite
+
+
+def initial_checks(mechanism: Mechanism, t0, q0, qd0, params, tol: float) -> dict:
+    """Checks of the initial state: finite, positive definite M, and consistent."""
+    phi = position_residual(mechanism, q0, t0, params)
+    c = velocity_residual(mechanism, q0, qd0, t0, params)
+    symmetric, mass_ok = mass_matrix_checks(mechanism, q0, params)
     err_phi = jnp.max(jnp.abs(phi), initial=0.0)
     err_c = jnp.max(jnp.abs(c), initial=0.0)
     finite = jnp.all(jnp.isfinite(q0)) & jnp.all(jnp.isfinite(qd0))
@@ -59,9 +70,6 @@ def initial_checks(mechanism: Mechanism, t0, q0, qd0, params, tol: float) -> dic
     # show up as a failed step after max_steps; flag it at the start instead.
     for leaf in jax.tree_util.tree_leaves(params):
         finite = finite & jnp.all(jnp.isfinite(leaf))
-    mass_ok = jnp.all(jnp.isfinite(chol)) & jnp.all(jnp.diagonal(chol, axis1=-2, axis2=-1) > 0)
-    scale = jnp.max(jnp.abs(M), initial=1.0)
-    symmetric = jnp.max(jnp.abs(M - M.T), initial=0.0) <= 1e-10 * scale
     consistent = (err_phi <= tol) & (err_c <= tol)
     return {
         "finite": finite,
@@ -152,6 +160,42 @@ def check_options(
     h = None if dt0 is None else _concrete_values("dt0", dt0)
     if h is not None and not (h.shape == () and np.isfinite(h) and h > 0):
         raise ValueError(f"dt0 must be a positive finite step (t1 > t0), got {dt0!r}")
+
+
+#: Tolerances below this many units of round-off (both rtol and atol) are refused: no step
+#: of the run's precision can meet them, and the step size collapses after many steps.
+UNREACHABLE_TOLERANCE = 10
+#: Below this many (both), a warning: the step-size control chases round-off.
+ROUND_OFF_TOLERANCE = 50
+
+
+def check_tolerances(rtol, atol, dtype) -> None:
+    """Refuse `rtol` and `atol` that the run's floating-point precision cannot meet (both
+    below `UNREACHABLE_TOLERANCE` ε, e.g. rtol = atol = 0, or 1e-10 in float32), and warn
+    when both are near it (below `ROUND_OFF_TOLERANCE` ε); traced tolerances pass."""
+    r, a = _concrete_values("rtol", rtol), _concrete_values("atol", atol)
+    if r is None or a is None:
+        return
+    eps = float(jnp.finfo(dtype).eps)
+    loosest = max(float(np.max(r)), float(np.max(a)))
+    hint = (
+        "; JAX computes in float32 unless jax.config.update('jax_enable_x64', True) runs "
+        "before any array is created"
+        if jnp.dtype(dtype) == jnp.float32
+        else ""
+    )
+    if loosest < UNREACHABLE_TOLERANCE * eps:
+        raise ValueError(
+            f"rtol = {rtol!r} and atol = {atol!r} cannot be met in {jnp.dtype(dtype).name} "
+            f"(round-off ε = {eps:.1e}): take at least {UNREACHABLE_TOLERANCE * eps:.1e}{hint}"
+        )
+    if loosest < ROUND_OFF_TOLERANCE * eps:
+        warnings.warn(
+            f"rtol = {rtol!r} and atol = {atol!r} are within {ROUND_OFF_TOLERANCE} ε of "
+            f"{jnp.dtype(dtype).name}'s round-off: the step-size control will chase "
+            f"round-off and take many more steps{hint}",
+            stacklevel=3,
+        )
 
 
 def merge_params(default: Params, params: Params | None, dtype) -> Params:

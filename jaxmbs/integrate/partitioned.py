@@ -156,7 +156,7 @@ class _Repartition(AbstractStateFunction):
 class _PositionProjector(AbstractStateFunction):
     """The stabilisation's projection of q onto Φ = 0
     (`AbstractStabilization.project_positions`); v_I needs none (q̇ = Dᵀv_I + η is
-    consistent by construction)."""
+    consistent by construction), and whether it holds (`AbstractStabilization.holds`)."""
 
     stabilization: AbstractStabilization
 
@@ -165,7 +165,8 @@ class _PositionProjector(AbstractStateFunction):
         projected = self.stabilization.project_positions(
             self.mechanism, self.structure, t, q, params
         )
-        return jnp.where(valid, projected, q), v, perm_f
+        holds = self.stabilization.holds(self.mechanism, self.structure, t, projected, params)
+        return (jnp.where(valid, projected, q), v, perm_f), holds | ~valid
 
 
 class PartitionedCoordinates(AbstractSwitchingStateSpace):

@@ -42,10 +42,18 @@ from .._internal.types import Array, ArrayLike, Params, PyTree
 from ..formulations import AbstractFormulation, get_formulation
 from ..formulations.closing import ClosingVariant
 from ..kinematics.constraints import position_residual, velocity_residual
-from ..kinematics.structure import Structure, resolve_structure
+from ..kinematics.structure import Structure, with_known_structure
 from .closing import ClosingConditions
 from .events import mass_pivot, rank_condition, relative_pivot
-from .inputs import check_inputs, check_options, initial_checks, merge_params, raise_if_invalid
+from .inputs import (
+    check_inputs,
+    check_options,
+    check_tolerances,
+    initial_checks,
+    mass_matrix_checks,
+    merge_params,
+    raise_if_invalid,
+)
 from .partitioned import PartitionedCoordinates
 from .replay import StepReplay, replayed
 from .solution import (
@@ -162,9 +170,11 @@ def simulate(
     if event is not None and not isinstance(event, diffrax.Event):
         raise ValueError(f"event must be a diffrax.Event, got {event!r}")
     q0, qd0, t0, t1, saveat = check_inputs(mechanism, q0, qd0, t_span, saveat)
+    if stepsize_controller is None:
+        check_tolerances(rtol, atol, q0.dtype)
     params = merge_params(mechanism.params, params, q0.dtype)
-    mechanism = mechanism.replace_params(params)
-    structure = resolve_structure(mechanism, q0, t0)
+    mechanism = with_known_structure(mechanism.replace_params(params), q0, t0)
+    structure = mechanism.structure
     space = state_space_of(method, structure).prepare(mechanism, structure)
     options = _Options(
         stabilization=get_stabilization(stabilization),
@@ -494,13 +504,23 @@ def _solve(
         result,
     )
     result = RESULTS.where(out.result == diffrax.RESULTS.successful, RESULTS.successful, result)
+    if options.event is not None:  # a condition that turned NaN "fired" by its sign change
+        user = _user_conditions(space, mechanism, structure, options.event)[0]
+        stopped = jax.lax.stop_gradient((t_final, final, args))
+        values = jnp.stack([jnp.asarray(fn(*stopped), float) for fn in user])
+        result = RESULTS.where(
+            jnp.any(user_fired) & ~jnp.all(jnp.isfinite(values)), RESULTS.event_not_finite, result
+        )
     result = RESULTS.where(ok, result, RESULTS.inconsistent_initial_conditions)
+    t_final = jnp.where(ok, t_final, t0)
 
     def outputs(t, y):
         q, qd, qdd, lam = space.outputs(mechanism, structure, stabilization, t, y, params)
         phi = position_residual(mechanism, q, t, params)
         c = velocity_residual(mechanism, q, qd, t, params)
         energy = mechanism.energy(q, qd, params) if mechanism.potential_energy is not None else None
+        screened = jax.lax.stop_gradient((q, params))  # a decision, not differentiated
+        mass_ok = jnp.all(jnp.stack(mass_matrix_checks(mechanism, *screened)))
         return (
             q,
             qd,
@@ -509,12 +529,21 @@ def _solve(
             jnp.max(jnp.abs(phi), initial=0.0),
             jnp.max(jnp.abs(c), initial=0.0),
             energy,
+            mass_ok,
         )
 
     failed = result != RESULTS.successful
     past = ~ok | ~(ts <= t_final) | (failed if saveat is None else jnp.zeros((), bool))
     held = _held_past(past, (ts, ys), (t_final, final))
-    q, qd, qdd, lam, res_phi, res_c, energy = _map_saved(outputs, *held)
+    q, qd, qdd, lam, res_phi, res_c, energy, mass_ok = _map_saved(outputs, *held)
+    # M(q) screened at the outputs (and where the run ended): the first invalid one ends the
+    # run there, named.
+    invalid = ~mass_ok & ~past
+    mass_failed = jnp.any(invalid)
+    t_invalid = ts[jnp.argmax(invalid)]
+    result = RESULTS.where(mass_failed, RESULTS.mass_matrix_invalid, result)
+    t_final = jnp.where(mass_failed, t_invalid, t_final)
+    past = past | (mass_failed & (ts >= t_invalid))
     forward_mode = isinstance(options.adjoint, diffrax.ForwardMode)
 
     def nan_past(x):
@@ -533,7 +562,7 @@ def _solve(
         **space.statistics(ys, out.solver_state),
     }
     return Solution(
-        ts=ts,
+        ts=ts if saveat is None else saveat,  # the requested times, also past a failure
         q=nan_past(q),
         qd=nan_past(qd),
         qdd=nan_past(qdd),

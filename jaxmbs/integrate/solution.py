@@ -35,6 +35,11 @@ class RESULTS(eqx.Enumeration):
         "(use jaxmbs.assemble), or q0, q̇0, a parameter or M(q0) is not finite, or M(q0) is "
         "not positive definite"
     )
+    mass_matrix_invalid = (
+        "the mass matrix M(q) lost symmetry or positive definiteness during the motion (checked "
+        "at the output times and where the run ended; check mass_matrix and the parameters)"
+    )
+    event_not_finite = "the event's condition function returned NaN or inf"
 
 
 #: The result names in the order of their indices (`result_index`, `jaxmbs.monte_carlo`).
@@ -44,6 +49,8 @@ RESULT_NAMES: tuple[str, ...] = (
     "singular_configuration",
     "step_failed",
     "inconsistent_initial_conditions",
+    "mass_matrix_invalid",
+    "event_not_finite",
 )
 
 
@@ -64,7 +71,8 @@ class Solution(eqx.Module):
 
     **Fields:**
 
-    - `ts`: output times, shape (T,).
+    - `ts`: the requested output times, shape (T,) (also those past a failure, whose
+      values are NaN).
     - `q`, `qd`, `qdd`: coordinates, velocities, accelerations, shape (T, n).
     - `multipliers`: minimum-norm Lagrange multipliers λ, shape (T, m + h), with
       M q̈ + Cᵀλ = Q.
@@ -75,8 +83,9 @@ class Solution(eqx.Module):
       and what the method adds (`num_switches`, …).
     - `result`: a `jaxmbs.RESULTS` item. After a failure every output past `t_final` is NaN
       (and so is a gradient through it); with `saveat=None` the one output at t1 is NaN.
-    - `t_final`: the time the integration stopped: t1, the time of an event, or the last
-      time reached before a failure.
+    - `t_final`: the time the integration stopped: t1, the time of an event, the last
+      time reached before a failure, the first output time where M(q) was invalid, or t0
+      for initial conditions that never started.
     - `event`: which condition of the user's `event` stopped the run (its index among the
       event's `cond_fn` leaves), −1 if none did.
     - `method`: the name of the method that ran.

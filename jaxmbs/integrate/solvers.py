@@ -94,16 +94,24 @@ class ProjectedSolver(DelegatingSolver):
 
     The wrapped solver's error estimate (of the unprojected step) is passed on unchanged, so
     adaptive step-size control behaves as without projection; the projection only removes
-    the drift component normal to the manifold.
+    the drift component normal to the manifold. Where the projection does not hold (its
+    residual above its tolerance), the error estimate is infinite and the step rejected.
     """
 
-    project: Callable  # (t, y, args) -> y; a Module holding the mechanism
+    project: Callable  # (t, y, args) -> (y, holds); a Module holding the mechanism
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
         y1, y_error, dense_info, solver_state, result = self.solver.step(
             terms, t0, t1, y0, args, solver_state, made_jump
         )
-        return self.project(t1, y1, args), y_error, dense_info, solver_state, result
+        y1, holds = self.project(t1, y1, args)
+        return y1, rejected_unless(holds, y_error), dense_info, solver_state, result
+
+
+def rejected_unless(holds: Array, y_error: PyTree) -> PyTree:
+    """The step's error estimate where `holds`, else infinite: the step-size controller
+    rejects the step and shortens it."""
+    return jax.tree_util.tree_map(lambda e: jnp.where(holds, e, jnp.inf), y_error)
 
 
 def _stage_sum(coefficients: np.ndarray, ks: list) -> PyTree:

@@ -13,7 +13,11 @@ Integrating C q̈ = Γ alone lets Φ and Φ̇ drift (Pękal–Frączek 2016, §2
   Δq̇ = −M⁻¹Cᵀ (C M⁻¹ Cᵀ)⁻¹ c (c is linear in q̇), with the same factors where the rows
   agree. It wraps the diffrax solver, so the step's own error estimate still drives
   step-size control. Its derivative is that of the converged projection (`project_state`),
-  not of the iterations.
+  not of the iterations. A projection that leaves max |Φ| above its tolerance
+  (`Projection.holds`: `Projection.tolerance`, or √ε · max(1, |q|) without one) — a step too
+  long for the chord iterations to converge from, e.g. at rtol = atol = 1 — rejects the step,
+  whose error estimate becomes infinite: the controller shortens it, and where no step is
+  short enough the run ends as a failed step instead of reporting a state off Φ = 0.
 """
 
 from __future__ import annotations
@@ -152,7 +156,7 @@ class AbstractStabilization(eqx.Module):
 
     def end_of_step(self, project: Callable) -> Callable | None:
         """What to do with each accepted step's end state, given the integrator's projection
-        `project(t, y, args) -> y`: that map, or None for nothing (the default). The state
+        `project(t, y, args) -> (y, holds)`: that map, or None for nothing (the default). The state
         space applies it in its one solver wrapper (`jaxmbs.integrate.solvers`)."""
         return None
 
@@ -170,6 +174,13 @@ class AbstractStabilization(eqx.Module):
         """q moved onto Φ = 0, for integrators whose velocities satisfy the constraints by
         construction (default: unchanged)."""
         return q
+
+    def holds(
+        self, mechanism: Mechanism, structure: Structure, t, q: Coordinates, params: Params
+    ) -> Array:
+        """Whether a state the stabilisation projected at a step's end lies on Φ = 0 to its
+        tolerance; where it does not, the step is rejected (default: True)."""
+        return jnp.ones((), bool)
 
     def lapack_free(self, structure: Structure) -> bool:
         """Whether the stabilisation calls no LAPACK routine for this structure (see
@@ -224,6 +235,19 @@ class Projection(AbstractStabilization):
         return project_positions(
             mechanism, structure, q, t, params, self.iterations, self.tolerance
         )
+
+    def holds(self, mechanism, structure, t, q, params):
+        """max |Φ_R(q)| ≤ `tolerance`, or ≤ √ε · max(1, |q|) without one (R: the independent
+        holonomic rows): after a step whose drift the iterations can remove, the drift left
+        is round-off, many orders below."""
+        if structure.rank_holonomic == 0:
+            return jnp.ones((), bool)
+        rows = jnp.asarray(structure.independent_holonomic_rows)
+        drift = jnp.max(jnp.abs(position_residual(mechanism, q, t, params)[rows]))
+        if self.tolerance is not None:
+            return drift <= self.tolerance
+        eps = jnp.finfo(q.dtype).eps
+        return drift <= jnp.sqrt(eps) * jnp.maximum(1.0, jnp.max(jnp.abs(q)))
 
     def lapack_free(self, structure):
         return (

@@ -171,14 +171,16 @@ class _VectorField(AbstractStateFunction):
 
 
 class _Projector(AbstractStateFunction):
-    """y = [q; q̇] ↦ the stabilisation's projection of (q, q̇) (`AbstractStabilization.project`)."""
+    """y = [q; q̇] ↦ the stabilisation's projection of (q, q̇) (`AbstractStabilization.project`)
+    and whether it holds (`AbstractStabilization.holds`; a frozen sample always does)."""
 
     stabilization: AbstractStabilization
 
     def evaluate(self, t, y, params, valid):
         q, qd = split_state(y, self.structure.n)
         q, qd = self.stabilization.project(self.mechanism, self.structure, t, q, qd, params)
-        return jnp.where(valid, jnp.concatenate([q, qd]), y)
+        holds = self.stabilization.holds(self.mechanism, self.structure, t, q, params)
+        return jnp.where(valid, jnp.concatenate([q, qd]), y), holds | ~valid
 
 
 class AllCoordinates(AbstractStateSpace):

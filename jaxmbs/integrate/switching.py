@@ -40,7 +40,7 @@ from ..formulations import reaction_multipliers
 from ..kinematics.constraints import constraint_jacobian
 from ..kinematics.structure import Structure
 from ..model import inertia
-from .solvers import DelegatingSolver
+from .solvers import DelegatingSolver, rejected_unless
 from .state_space import AbstractStateSpace
 
 
@@ -109,7 +109,8 @@ class SwitchingSolver(DelegatingSolver):
     """A diffrax solver that may re-express its state in other coordinates after each step.
 
     `switch(t1, y1, args) -> (y1', switched)` maps the end state of a step to its (possibly
-    re-expressed) form, after the stabilisation's `project(t1, y1, args)` where there is one
+    re-expressed) form, after the stabilisation's `project(t1, y1, args) -> (y1, holds)`
+    where there is one (a step whose projection does not hold is rejected)
     (one wrapper, not a `ProjectedSolver` inside: diffrax forwards `isinstance` checks, e.g.
     for an implicit solver, through one level of wrapping only). The solver state carries
     whether the last accepted step switched, so that the next step re-evaluates its first
@@ -129,7 +130,8 @@ class SwitchingSolver(DelegatingSolver):
             terms, t0, t1, y0, args, inner, made_jump | switched
         )
         if self.project is not None:
-            y1 = self.project(t1, y1, args)
+            y1, holds = self.project(t1, y1, args)
+            y_error = rejected_unless(holds, y_error)
         y1, switched = self.switch(t1, y1, args)
         count = count + switched.astype(count.dtype)
         return y1, y_error, dense_info, (inner, switched, count), result

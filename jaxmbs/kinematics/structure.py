@@ -243,11 +243,18 @@ def structure_band_plan(structure: Structure) -> BandPlan:
 
 def resolve_structure(mechanism: Mechanism, q=None, t=0.0) -> Structure:
     """The mechanism's static structure, analysed from a concrete `q` if it has none."""
+    return with_known_structure(mechanism, q, t).structure
+
+
+def with_known_structure(mechanism: Mechanism, q=None, t=0.0) -> Mechanism:
+    """The mechanism itself if its structure is known, else a copy analysed at the concrete
+    `q` (a mechanism built without `reference_q`); a traced `q` is refused, naming
+    `reference_q`."""
     if mechanism.structure is not None:
-        return mechanism.structure
+        return mechanism
     if q is None or isinstance(q, jax.core.Tracer):
         raise ValueError(
             "the mechanism's constraint structure is unknown and q is traced: construct the "
             "Mechanism with reference_q=..., or call mechanism.with_structure(q) outside jit"
         )
-    return mechanism.with_structure(q, t).structure
+    return mechanism.with_structure(q, t)
