@@ -1,11 +1,15 @@
-"""Bad force elements are refused when the mechanism is built, naming the element, the
-parameter and the shapes (DESIGN §9): a parameter of the wrong shape, a missing key, a
-callable's force of the wrong shape, an element of the other dimension."""
+"""What the builders check (DESIGN §9). Bad force elements are refused when the mechanism
+is built, naming the element, the parameter and the shapes: a parameter of the wrong shape,
+a missing key, a callable's force of the wrong shape, an element of the other dimension. A
+singular reference configuration is warned about, with its rank and the rank nearby."""
+
+import warnings
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import jaxmbs
 from jaxmbs.model.joints import forces, planar, spatial
 
 
@@ -160,3 +164,70 @@ def test_a_bushing_in_a_planar_mechanism_is_refused():
     bushing = forces.Bushing("mount", stiffness=1.0, body_j=0)
     with pytest.raises(ValueError, match="'mount': a Bushing acts in spatial mechanisms, not in "):
         on_a_rail(bushing)
+
+
+# An isosceles slider-crank (crank = rod = R): with the crank upright the rod reaches down to
+# the pivot, where the branch "slider at the pivot" crosses the ordinary one and C loses a
+# rank (Φ's closure x_B (x_B − 2R cos θ) = 0 has a double root at θ = π/2, x_B = 0).
+R = 0.3
+Z, X, Y, O = (0.0, 0.0, 1.0), (1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 0.0)
+
+
+def _ends(theta: float) -> tuple[np.ndarray, np.ndarray, float]:
+    """Crank tip A, slider B (on the ordinary branch x_B = 2R cos θ) and the rod's angle."""
+    A = R * np.array([np.cos(theta), np.sin(theta)])
+    B = np.array([2 * R * np.cos(theta), 0.0])
+    return A, B, float(np.arctan2(B[1] - A[1], B[0] - A[0]))
+
+
+def planar_crank(theta: float):
+    A, B, phi = _ends(theta)
+    q = np.array([*A / 2, theta, *(A + B) / 2, phi, *B, 0.0])
+    bodies = [planar.Body(name, 1.0, 0.01) for name in ("crank", "rod", "slider")]
+    joints = [
+        planar.Revolute("O", 0, (-R / 2, 0.0)),
+        planar.Revolute("A", 0, (R / 2, 0.0), 1, (-R / 2, 0.0)),
+        planar.Revolute("B", 1, (R / 2, 0.0), 2, (0.0, 0.0)),
+        planar.Translational("P", None, (0.0, 0.0), (1.0, 0.0), 2),
+    ]
+    return planar.planar_mechanism(bodies, joints, reference_q=q), q
+
+
+def spatial_crank(theta: float):
+    """The same crank of Euler-parameter bodies on revolutes about z: three redundant rows
+    at every configuration (a planar loop of spatial joints), four at the singular one."""
+
+    def turned(angle):
+        c, s = np.cos(angle), np.sin(angle)
+        return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+
+    A, B, phi = _ends(theta)
+    A, B = np.append(A, 0.0), np.append(B, 0.0)
+    q = np.concatenate([
+        spatial.pose(A / 2, turned(theta)), spatial.pose((A + B) / 2, turned(phi)),
+        spatial.pose(B, np.eye(3)),
+    ])  # fmt: skip
+    bodies = [spatial.Body(name, 1.0, 0.01) for name in ("crank", "rod", "slider")]
+    joints = [
+        spatial.Revolute("O", None, O, Z, 0, (-R / 2, 0.0, 0.0), Z),
+        spatial.Revolute("A", 0, (R / 2, 0.0, 0.0), Z, 1, (-R / 2, 0.0, 0.0), Z),
+        spatial.Revolute("B", 1, (R / 2, 0.0, 0.0), Z, 2, O, Z),
+        spatial.Translational("P", None, O, X, Y, 2, O, X, Y),
+    ]
+    return spatial.spatial_mechanism(bodies, joints, reference_q=q), q
+
+
+@pytest.mark.parametrize(
+    ("build", "rank"), [(planar_crank, 7), (spatial_crank, 19)], ids=["planar", "spatial"]
+)
+def test_a_singular_reference_configuration_is_warned_about(build, rank):
+    with pytest.warns(UserWarning) as caught:
+        mech, q = build(np.pi / 2)
+    message = str(caught[0].message)
+    assert message.startswith("reference_q is a singular configuration")
+    assert f"C has rank {rank} there and rank {rank + 1} at assembled configurations" in message
+    assert mech.structure.rank == rank == jaxmbs.analyze(mech, q).rank  # what analyze says
+    with warnings.catch_warnings():  # a generic configuration: silent, redundant or not
+        warnings.simplefilter("error")
+        mech, _ = build(1.0)
+    assert mech.structure.rank == rank + 1

@@ -24,7 +24,7 @@ import numpy as np
 from ..._internal import linalg
 from ..._internal.types import Array
 from ..mechanism import Mechanism
-from ._common import PointPair, Spec, cos_sin, split_joints, value
+from ._common import PointPair, Spec, cos_sin, split_joints, value, warn_if_singular
 from .forces import BodyKinematics, ElementSet, ForceElement, check_elements
 
 
@@ -310,7 +310,9 @@ def planar_mechanism(
     V = −Σ mᵢ gᵀ rᵢ; the force `elements` (`jaxmbs.joints.forces`) add their forces and the
     potentials of their springs, so the total energy is reported; `applied_forces(t, q, qd,
     p)` adds further generalized forces. Each joint is a constraint group; holonomic joints
-    take the first rows of [Φ ; ψ] in the given order, knife edges the following ones.
+    take the first rows of [Φ ; ψ] in the given order, knife edges the following ones. A
+    `reference_q` (the structure's configuration, `jaxmbs.Mechanism`) that is singular is
+    warned about (`warn_if_singular`).
     """
     bodies = tuple(bodies)
     holonomic, pfaffian, groups = split_joints(joints, len(bodies))
@@ -344,7 +346,7 @@ def planar_mechanism(
             out = out + applied_forces(t, q, qd, p)
         return out
 
-    return Mechanism(
+    mechanism = Mechanism(
         mass_matrix,
         forces,
         JointSet(holonomic) if holonomic else None,
@@ -358,3 +360,6 @@ def planar_mechanism(
         reference_q=reference_q,
         reference_t=reference_t,
     )
+    if reference_q is not None:
+        warn_if_singular(mechanism, reference_q, reference_t)
+    return mechanism

@@ -51,7 +51,7 @@ import numpy as np
 
 from ..._internal.types import Array
 from ..mechanism import Mechanism
-from ._common import PointPair, Spec, split_joints, value
+from ._common import PointPair, Spec, split_joints, value, warn_if_singular
 from .forces import BodyKinematics, ElementSet, ForceElement, check_elements
 from .orientation import (
     body_rate_matrix,
@@ -541,7 +541,8 @@ def spatial_mechanism(
     `applied_forces(t, q, qd, p)`. The coordinates follow `Layout.from_bodies(bodies)`. The
     constraint groups: first `"normalization"` (eᵀe − 1 = 0 of every Euler-parameter body, in
     body order), then each joint, in the given order (holonomic joints first). `reference_q`
-    must keep eᵀe = 1 and avoid the gimbal lock (sin θ ≠ 0) of every ZXZ body.
+    must keep eᵀe = 1 and avoid the gimbal lock (sin θ ≠ 0) of every ZXZ body; one that is a
+    singular configuration of the joints is warned about (`warn_if_singular`).
     """
     bodies = tuple(bodies)
     n_bodies = len(bodies)
@@ -607,7 +608,7 @@ def spatial_mechanism(
     # Each model function is jit-wrapped: traced once and reused by every derivative that
     # needs it, and evaluated as one compiled call (not primitive by primitive) when the
     # structure and the mass matrix are checked eagerly at the reference configuration.
-    return Mechanism.from_lagrangian(
+    mechanism = Mechanism.from_lagrangian(
         jax.jit(kinetic_energy),
         jax.jit(potential_energy),
         jax.jit(constraints) if holonomic or n_normalization else None,
@@ -623,3 +624,6 @@ def spatial_mechanism(
         reference_q=reference_q,
         reference_t=reference_t,
     )
+    if reference_q is not None:
+        warn_if_singular(mechanism, reference_q, reference_t)
+    return mechanism
