@@ -17,6 +17,7 @@ from .analysis import conserves_energy as conserves_energy
 from .analysis import constraint_reactions as constraint_reactions
 from .analysis import element_forces as element_forces
 from .analysis import element_power as element_power
+from .analysis import element_work as element_work
 from .analysis import eliminate_rows as eliminate_rows
 from .analysis import energy_rate as energy_rate
 from .analysis import equilibrium as equilibrium

@@ -7,6 +7,7 @@ from .animation import animate as animate
 from .animation import snapshot as snapshot
 from .elements import element_forces as element_forces
 from .elements import element_power as element_power
+from .elements import element_work as element_work
 from .elimination import RowElimination as RowElimination
 from .elimination import eliminate_rows as eliminate_rows
 from .energy import conserves_energy as conserves_energy

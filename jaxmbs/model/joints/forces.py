@@ -521,9 +521,13 @@ class ElementSet(NamedTuple):
     elements: tuple[ForceElement, ...]
     kit: BodyKinematics
 
+    def potentials(self, q, p) -> dict[str, Array]:
+        """Each element's potential V by name (zero for a load or a user's law)."""
+        return {e.name: e.potential(self.kit, q, p) for e in self.elements}
+
     def potential(self, q, p) -> Array:
         """Σ V of the conservative parts."""
-        return sum((e.potential(self.kit, q, p) for e in self.elements), jnp.zeros((), q.dtype))
+        return sum(self.potentials(q, p).values(), jnp.zeros((), q.dtype))
 
     def nonconservative_force(self, t, q, qd, p) -> Array:
         """Σ Q_nc."""
@@ -540,6 +544,10 @@ class ElementSet(NamedTuple):
         """Each element's force or torque f by name."""
         return {e.name: e.force(self.kit, t, q, qd, p) for e in self.elements}
 
+    def powers(self, t, q, qd, p) -> dict[str, Array]:
+        """Each element's power P of its non-conservative part on the system, by name."""
+        return {e.name: e.power(self.kit, t, q, qd, p) for e in self.elements}
+
     def power(self, t, q, qd, p) -> Array:
         """Σ P, the power of the non-conservative parts on the system (≤ 0 for dampers)."""
-        return sum((e.power(self.kit, t, q, qd, p) for e in self.elements), jnp.zeros((), q.dtype))
+        return sum(self.powers(t, q, qd, p).values(), jnp.zeros((), q.dtype))
