@@ -42,7 +42,7 @@ def element_power(mechanism: Mechanism, solution, params: Params | None = None) 
 
 
 def element_work(
-    mechanism: Mechanism, solution, params: Params | None = None, *, nonconservative=False
+    mechanism: Mechanism, solution, params: Params | None = None, *, nonconservative: bool = False
 ) -> dict[str, Array]:
     """The work each force element has done on the system since the first output time.
 
