@@ -160,6 +160,16 @@ def test_a_missing_key_in_an_actuator_is_named():
         on_a_rail(motor, {"tau": 1.0})
 
 
+def test_other_parameters_are_checked_as_the_builder_did():
+    """`ElementSet.check`: the check a run's `params=` or `replace_params` needs."""
+    mech = on_a_rail(forces.SpringDamper("spring", stiffness="k", body_j=0), {"k": 1.0})
+    mech.elements.check({"k": 2.0}, mech.n)
+    with pytest.raises(ValueError, match=r"'spring'.*stiffness must have shape \(\), got"):
+        mech.elements.check({"k": np.ones(2)}, mech.n)
+    with pytest.raises(ValueError, match=r"'spring': stiffness is the parameter 'k', which is"):
+        mech.elements.check({"kk": 2.0}, mech.n)
+
+
 def test_a_bushing_in_a_planar_mechanism_is_refused():
     bushing = forces.Bushing("mount", stiffness=1.0, body_j=0)
     with pytest.raises(ValueError, match="'mount': a Bushing acts in spatial mechanisms, not in "):

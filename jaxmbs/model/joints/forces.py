@@ -515,11 +515,20 @@ def check_elements(
 
 
 class ElementSet(NamedTuple):
-    """The force elements of a mechanism with the kinematics of its bodies; the builders'
-    sums over them and the readback along a solution."""
+    """The force elements of a mechanism with the kinematics of its bodies and their
+    dimension (2: planar, 3: spatial); the builders' sums over them and the readback along a
+    solution."""
 
     elements: tuple[ForceElement, ...]
     kit: BodyKinematics
+    dimension: int
+
+    def check(self, params, n: int) -> None:
+        """Check every element against other parameters than the builder's (a run's
+        `params=`, `Mechanism.replace_params`), as the builder did (`check_elements`):
+        `ValueError` naming the element and the parameter. `n`: the number of coordinates."""
+        for e in self.elements:
+            e.check(params, self.dimension, n)
 
     def potentials(self, q, p) -> dict[str, Array]:
         """Each element's potential V by name (zero for a load or a user's law)."""

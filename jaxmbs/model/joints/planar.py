@@ -317,7 +317,7 @@ def planar_mechanism(
     bodies = tuple(bodies)
     holonomic, pfaffian, groups = split_joints(joints, len(bodies))
     checked = check_elements(elements, len(bodies), params, dimension=2, n=3 * len(bodies))
-    element_set = ElementSet(checked, KINEMATICS)
+    element_set = ElementSet(checked, KINEMATICS, dimension=2)
 
     def masses(p):
         return jnp.stack([value(b.mass, p) for b in bodies])

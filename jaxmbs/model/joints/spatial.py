@@ -567,7 +567,7 @@ def spatial_mechanism(
         rotation_of,
     )
     checked = check_elements(elements, n_bodies, params, dimension=3, n=layout.n)
-    element_set = ElementSet(checked, kinematics)
+    element_set = ElementSet(checked, kinematics, dimension=3)
 
     def masses(p):
         return jnp.stack([value(b.mass, p) for b in bodies])
