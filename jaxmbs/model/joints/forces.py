@@ -200,7 +200,7 @@ class _Element:
 
     def check(self, params, dimension: int, n: int) -> None:
         """Refuse, before anything is traced, a parameter of the wrong shape or a missing
-        key (`parameter_shapes`), and a `law` or `actuator` whose force has not δ's shape.
+        key (`parameter_shapes`), and a `law` or `actuator` whose force is not of δ's shape.
 
         **Arguments:** the mechanism's `params`, its `dimension` (2 or 3) and its number of
         coordinates `n`. **Raises:** `ValueError` naming the element and the parameter.
@@ -418,7 +418,7 @@ class _Load:
 
     def check(self, params, dimension: int, n: int) -> None:
         """Refuse, before anything is traced, a parameter of the wrong shape or a missing
-        key (`parameter_shapes`), and a callable `load` whose F has not the shape
+        key (`parameter_shapes`), and a callable `load` whose F does not have the shape
         `load_shape(dimension)`. **Raises:** `ValueError` naming the load and the parameter.
         """
         _check_parameters(self, params, dimension)
