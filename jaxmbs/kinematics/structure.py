@@ -14,6 +14,7 @@ The same pivoting on the columns of the independent rows picks r dependent coord
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import TYPE_CHECKING
 
 import equinox as eqx
@@ -21,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .constraints import constraint_jacobian, velocity_residual
+from .constraints import constraint_jacobian, position_residual, velocity_residual
 from .sparsity import SAMPLES, BandPlan, Sparsity, band_plan, greedy_colouring, pattern_rows
 
 if TYPE_CHECKING:
@@ -258,3 +259,73 @@ def with_known_structure(mechanism: Mechanism, q=None, t=0.0) -> Mechanism:
             "Mechanism with reference_q=..., or call mechanism.with_structure(q) outside jit"
         )
     return mechanism.with_structure(q, t)
+
+
+#: Distance of the configurations near a reference one at which its rank is compared
+#: (`warn_if_singular`), relative to the largest coordinate (at least 1).
+NEARBY_STEP = 1e-3
+#: How many of them.
+NEARBY_SAMPLES = 2
+#: Newton steps at most that take one back onto the constraint manifold.
+NEWTON_STEPS = 6
+
+
+def warn_if_singular(mechanism: Mechanism, reference_q, reference_t: float = 0.0) -> None:
+    """Warn when `reference_q` is a singular configuration of the mechanism.
+
+    The constraint structure (rank r of C, the independent rows, s = n − r degrees of
+    freedom) is analysed once, at the reference configuration (`Mechanism(reference_q=…)`,
+    `analyze_structure`), and every formulation takes it as the mechanism's. At a singular
+    configuration — a branch point, links in line — C loses rank there alone: r is too small
+    and the redundancy m + h − r it reports is not the mechanism's. Redundancy that holds all
+    along the constraint manifold (a duplicated joint, a planar loop of spatial joints) keeps
+    the rank at every assembled configuration, while off the manifold the rank is generally
+    higher; so r is compared with the rank at `NEARBY_SAMPLES` assembled configurations near
+    the reference: a step of `NEARBY_STEP` along a random direction of the null space of
+    Φ_q, taken back onto Φ = 0 by minimum-norm Newton steps (as `assemble`), analysed by
+    `analyze_structure`. A higher rank there is warned about (`UserWarning`), naming both;
+    a neighbour not assembled in `NEWTON_STEPS` steps, or whose rank is ill-determined, is
+    left out. Where C has full rank at the reference (r = min(m + h, n)) no configuration
+    has a higher one and nothing is computed.
+
+    **Arguments:** the built `mechanism` (its `structure` analysed at `reference_q`), the
+    reference configuration and its time.
+    """
+    structure = mechanism.structure
+    if structure is None or structure.rank == min(structure.n_constraints, structure.n):
+        return
+    t, p, m = reference_t, mechanism.params, structure.n_holonomic
+    # Called as `analyze_structure` calls it, so both use one compilation.
+    jacobian, residual = eqx.filter_jit(constraint_jacobian), eqx.filter_jit(position_residual)
+    q_ref = jnp.asarray(reference_q, dtype=float)
+    tangents = np.eye(mechanism.n)
+    if m:  # the right singular vectors past rank Φ_q span its null space
+        holonomic = np.asarray(jacobian(mechanism, q_ref, t, p))[:m]
+        tangents = np.linalg.svd(holonomic)[2][structure.rank_holonomic :]
+    scale = max(1.0, float(jnp.max(jnp.abs(q_ref))))
+    tol = 1000 * float(jnp.finfo(q_ref.dtype).eps) * scale  # `assemble`'s
+    rng = np.random.default_rng(0)
+    nearby = []
+    for _ in range(NEARBY_SAMPLES):
+        direction = rng.standard_normal(tangents.shape[0]) @ tangents
+        q = q_ref + NEARBY_STEP * scale * direction / np.linalg.norm(direction)
+        for _ in range(NEWTON_STEPS):
+            phi = np.asarray(residual(mechanism, q, t, p))
+            if np.max(np.abs(phi), initial=0.0) <= tol:
+                break
+            C = np.asarray(jacobian(mechanism, q, t, p))[:m]
+            q = q - np.linalg.pinv(C, rcond=RANK_RTOL) @ phi
+        else:
+            continue  # not assembled: no neighbour to compare with
+        try:
+            nearby.append(analyze_structure(mechanism, q, t, sparsity=False).rank)
+        except ValueError:  # a rank that the pivots and the SVD disagree on
+            continue
+    if nearby and max(nearby) > structure.rank:
+        warnings.warn(
+            f"reference_q is a singular configuration: C has rank {structure.rank} there and "
+            f"rank {max(nearby)} at assembled configurations nearby, so the structure "
+            f"analysed at it ({structure.redundancy} redundant rows, {structure.dof} degrees "
+            "of freedom) is not the mechanism's: choose a generic configuration as reference_q",
+            stacklevel=3,
+        )

@@ -1,24 +1,17 @@
 """What the planar and spatial joint builders share: parameter specs, constraint groups,
-cos φ, sin φ evaluated once per angle (`cos_sin`), and the check that a reference
-configuration is not singular (`warn_if_singular`)."""
+cos φ, sin φ evaluated once per angle (`cos_sin`)."""
 
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 
 from ..._internal.types import Array
-from ...kinematics.constraints import constraint_jacobian, position_residual
-from ...kinematics.structure import RANK_RTOL, analyze_structure
-from ..mechanism import Mechanism
 
 Spec = Any  # a number / array, a key into the parameter dict, or a callable p -> value
 
@@ -91,73 +84,3 @@ def _cos_sin_jvp(primals, tangents):
     (angle,), (dangle,) = primals, tangents
     c, s = cos_sin(angle)
     return (c, s), (-s * dangle, c * dangle)
-
-
-#: Distance of the configurations near a reference one at which its rank is compared
-#: (`warn_if_singular`), relative to the largest coordinate (at least 1).
-NEARBY_STEP = 1e-3
-#: How many of them.
-NEARBY_SAMPLES = 2
-#: Newton steps at most that take one back onto the constraint manifold.
-NEWTON_STEPS = 6
-
-
-def warn_if_singular(mechanism: Mechanism, reference_q, reference_t: float = 0.0) -> None:
-    """Warn when `reference_q` is a singular configuration of the mechanism.
-
-    The constraint structure (rank r of C, the independent rows, s = n − r degrees of
-    freedom) is analysed once, at the reference configuration (`Mechanism(reference_q=…)`,
-    `analyze_structure`), and every formulation takes it as the mechanism's. At a singular
-    configuration — a branch point, links in line — C loses rank there alone: r is too small
-    and the redundancy m + h − r it reports is not the mechanism's. Redundancy that holds all
-    along the constraint manifold (a duplicated joint, a planar loop of spatial joints) keeps
-    the rank at every assembled configuration, while off the manifold the rank is generally
-    higher; so r is compared with the rank at `NEARBY_SAMPLES` assembled configurations near
-    the reference: a step of `NEARBY_STEP` along a random direction of the null space of
-    Φ_q, taken back onto Φ = 0 by minimum-norm Newton steps (as `assemble`), analysed by
-    `analyze_structure`. A higher rank there is warned about (`UserWarning`), naming both;
-    a neighbour not assembled in `NEWTON_STEPS` steps, or whose rank is ill-determined, is
-    left out. Where C has full rank at the reference (r = min(m + h, n)) no configuration
-    has a higher one and nothing is computed.
-
-    **Arguments:** the built `mechanism` (its `structure` analysed at `reference_q`), the
-    reference configuration and its time.
-    """
-    structure = mechanism.structure
-    if structure is None or structure.rank == min(structure.n_constraints, structure.n):
-        return
-    t, p, m = reference_t, mechanism.params, structure.n_holonomic
-    # Called as `analyze_structure` calls it, so both use one compilation.
-    jacobian, residual = eqx.filter_jit(constraint_jacobian), eqx.filter_jit(position_residual)
-    q_ref = jnp.asarray(reference_q, dtype=float)
-    tangents = np.eye(mechanism.n)
-    if m:  # the right singular vectors past rank Φ_q span its null space
-        holonomic = np.asarray(jacobian(mechanism, q_ref, t, p))[:m]
-        tangents = np.linalg.svd(holonomic)[2][structure.rank_holonomic :]
-    scale = max(1.0, float(jnp.max(jnp.abs(q_ref))))
-    tol = 1000 * float(jnp.finfo(q_ref.dtype).eps) * scale  # `assemble`'s
-    rng = np.random.default_rng(0)
-    nearby = []
-    for _ in range(NEARBY_SAMPLES):
-        direction = rng.standard_normal(tangents.shape[0]) @ tangents
-        q = q_ref + NEARBY_STEP * scale * direction / np.linalg.norm(direction)
-        for _ in range(NEWTON_STEPS):
-            phi = np.asarray(residual(mechanism, q, t, p))
-            if np.max(np.abs(phi), initial=0.0) <= tol:
-                break
-            C = np.asarray(jacobian(mechanism, q, t, p))[:m]
-            q = q - np.linalg.pinv(C, rcond=RANK_RTOL) @ phi
-        else:
-            continue  # not assembled: no neighbour to compare with
-        try:
-            nearby.append(analyze_structure(mechanism, q, t, sparsity=False).rank)
-        except ValueError:  # a rank that the pivots and the SVD disagree on
-            continue
-    if nearby and max(nearby) > structure.rank:
-        warnings.warn(
-            f"reference_q is a singular configuration: C has rank {structure.rank} there and "
-            f"rank {max(nearby)} at assembled configurations nearby, so the structure "
-            f"analysed at it ({structure.redundancy} redundant rows, {structure.dof} degrees "
-            "of freedom) is not the mechanism's: choose a generic configuration as reference_q",
-            stacklevel=3,
-        )

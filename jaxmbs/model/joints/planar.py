@@ -23,8 +23,9 @@ import numpy as np
 
 from ..._internal import linalg
 from ..._internal.types import Array
+from ...kinematics.structure import warn_if_singular
 from ..mechanism import Mechanism
-from ._common import PointPair, Spec, cos_sin, split_joints, value, warn_if_singular
+from ._common import PointPair, Spec, cos_sin, split_joints, value
 from .forces import BodyKinematics, ElementSet, ForceElement, check_elements
 
 

@@ -50,8 +50,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..._internal.types import Array
+from ...kinematics.structure import warn_if_singular
 from ..mechanism import Mechanism
-from ._common import PointPair, Spec, split_joints, value, warn_if_singular
+from ._common import PointPair, Spec, split_joints, value
 from .forces import BodyKinematics, ElementSet, ForceElement, check_elements
 from .orientation import (
     body_rate_matrix,
