@@ -109,6 +109,53 @@ def check_directory(directory: str | os.PathLike) -> Path:
     return path
 
 
+def check_writable(path: Path, argument: str) -> None:
+    """Make sure that the file `path` can be written, by writing: open it for appending
+    (which creates it where it is missing and leaves an existing file's contents as they
+    are; a file created here is removed again) and create and remove a temporary file
+    beside it ([`check_writable_directory`][], what [`atomic_write`][] needs). Asking
+    `os.access` is not enough: it says yes for root in read-only places such as `/proc`.
+
+    **Arguments:**
+
+    - `path`: the file to be written.
+    - `argument`: the argument that named it (`save`, `--out`, …), for the message.
+
+    **Raises:** `ValueError` naming `argument`, the path and the operating system's reason.
+    """
+    if path.is_dir():
+        raise ValueError(f"cannot write {argument} {str(path)!r}: it is a directory")
+    existed = path.exists()
+    try:
+        with open(path, "ab"):
+            pass
+    except OSError as err:
+        raise ValueError(f"cannot write {argument} {str(path)!r}: {os_reason(err)}") from err
+    if not existed:  # (another process checking the same path may have removed it first)
+        path.unlink(missing_ok=True)
+    check_writable_directory(path.parent, f"{argument} {str(path)!r}: its directory")
+
+
+def check_writable_directory(directory: Path, argument: str) -> None:
+    """Make sure that files can be created in `directory`, by creating and removing one.
+
+    **Raises:** `ValueError` naming `argument`, the directory and the operating system's
+    reason.
+    """
+    try:
+        fd, probe = tempfile.mkstemp(dir=directory, prefix=".jaxmbs-probe-", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise ValueError(f"cannot write {argument} {str(directory)!r}: {os_reason(err)}") from err
+
+
+def os_reason(err: OSError) -> str:
+    """The operating system's reason for `err` (`strerror`, e.g. "Permission denied"), or
+    its message where it has none."""
+    return err.strerror or str(err)
+
+
 def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     """Write `path` through `write(binary file)` to a temporary file beside it, then rename."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-", suffix=".tmp")
@@ -142,10 +189,17 @@ class ChunkStore:
 
         `info` (sample count, chunk size, …) is written to a new manifest for the reader.
 
-        **Raises:** `ValueError` when the directory holds a manifest of another study.
+        **Raises:** `ValueError` when the directory cannot be written or holds a manifest of
+        another study.
         """
-        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise ValueError(
+                f"checkpoint_dir {str(directory)!r} cannot be created: {os_reason(err)}"
+            ) from err
         manifest = directory / MANIFEST
+        check_writable_directory(directory, "checkpoint_dir")
         if manifest.exists():
             found = json.loads(manifest.read_text())
             if found.get("format") != FORMAT:

@@ -17,6 +17,11 @@ dies loses at most the chunks in flight: the same call again reads the finished 
 computes only the others, and the results are those of an uninterrupted run, bit for bit
 (the same compiled program on the same samples). A directory of another study is refused.
 
+**Nothing computed is lost.** `save=` and `checkpoint_dir=` are checked by writing (a file
+created and removed) before anything compiles. A file that cannot be written after the run
+all the same (a full disk, …) costs only that file: the warning names it and the reason,
+the results stay in the returned `MonteCarloResult` and `write_errors` records the file.
+
 **Several processes.** Under `jax.distributed.initialize(...)` (one process per host, or
 several on one), every process calls `monte_carlo` with the same arguments, the whole batch
 and a `checkpoint_dir` they all share (on several hosts: a shared file system). The chunks
@@ -87,6 +92,7 @@ import io
 import json
 import os
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -110,7 +116,14 @@ from ..integrate import (
     result_index,
     simulate,
 )
-from .checkpoint import ChunkStore, atomic_write, check_directory, fingerprint
+from .checkpoint import (
+    ChunkStore,
+    atomic_write,
+    check_directory,
+    check_writable,
+    fingerprint,
+    os_reason,
+)
 
 if TYPE_CHECKING:
     from ..model import Mechanism
@@ -152,6 +165,9 @@ class MonteCarloResult:
     - `chunks_computed`: the chunks (indices in sample order) this call computed.
     - `chunks_loaded`: the chunks it read from `checkpoint_dir` instead: finished by an
       earlier run, or by the other processes.
+    - `write_errors`: the files this call could not write (`save`, chunk files): path →
+      the operating system's reason. Their results are in this object all the same (write
+      them elsewhere with `save`); empty when every file was written.
     """
 
     result: np.ndarray
@@ -166,6 +182,7 @@ class MonteCarloResult:
     timings: dict[str, float | None]
     chunks_computed: tuple[int, ...]
     chunks_loaded: tuple[int, ...]
+    write_errors: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def successful(self) -> np.ndarray:
@@ -186,6 +203,11 @@ class MonteCarloResult:
         The CSV holds the sample index, the result code and its name, the batched inputs,
         the diagnostics and the responses (array-valued ones one column per element);
         trajectories are only in the NPZ file (`solution.q`, … with a leading sample axis).
+
+        **Returns:** `path`, as a Path.
+
+        **Raises:** `ValueError` for a path that cannot be written (checked first);
+        `OSError` when writing fails all the same (the file is then left as it was).
         """
         path = _check_save_path(path)
         if path.suffix == ".npz":
@@ -252,7 +274,9 @@ def monte_carlo(
       module notes). Results agree to round-off.
     - `progress`: show a progress bar over the chunks.
     - `save`: write the result to this `.npz` or `.csv` path (see `MonteCarloResult.save`;
-      under `jax.distributed`, process 0 writes it).
+      under `jax.distributed`, process 0 writes it). Checked by writing before the run; if
+      writing fails after it all the same, a warning names the file and the reason and the
+      result records it in `write_errors` (the results are returned, not lost).
     - `checkpoint_dir`: write every finished chunk to this directory and resume from the
       chunks found there (see the module notes); needed with several processes.
     - `simulate_kwargs`: passed to [`jaxmbs.simulate`][] (`method`, `stabilization`, `rtol`,
@@ -321,21 +345,39 @@ def monte_carlo(
     shapes = eqx.filter_eval_shape(_run_chunk, kernel, part(0), shared, t_span, saveat, *options)
     outputs = jax.tree_util.tree_map(lambda s: np.empty((size, *s.shape[1:]), s.dtype), shapes)
     targets = _output_arrays(*outputs)
+    write_errors: dict[str, str] = {}
     start_time = time.perf_counter()
     first_chunk = None
-    bar = _progress_bar(len(todo), progress)
-    for k in todo:
+
+    def compute(k: int) -> None:
+        """Run chunk k, write its checkpoint file (a failure only warns) and keep it."""
+        nonlocal first_chunk
         out = jax.device_get(
             _run_chunk(kernel, jax.device_put(part(k), split), shared, t_span, saveat, *options)
         )
         start, stop = ranges[k]
         arrays = {name: values[: stop - start] for name, values in _output_arrays(*out).items()}
         if store is not None:
-            store.write(start, stop, arrays)
+            try:
+                store.write(start, stop, arrays)
+            except OSError as err:
+                path = str(store.path(start, stop))
+                write_errors[path] = os_reason(err)
+                warnings.warn(
+                    f"monte_carlo could not write the checkpoint file {path}: "
+                    f"{os_reason(err)}. Its samples are in the result; a resumed run "
+                    "computes them again",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
         for name, values in arrays.items():
             targets[name][start:stop] = values
         if first_chunk is None:
             first_chunk = time.perf_counter() - start_time
+
+    bar = _progress_bar(len(todo), progress)
+    for k in todo:
+        compute(k)
         bar.update(1)
     bar.close()
     if jax.process_count() > 1:
@@ -363,9 +405,22 @@ def monte_carlo(
         timings={"first_chunk_s": first_chunk, "total_s": time.perf_counter() - start_time},
         chunks_computed=tuple(todo),
         chunks_loaded=tuple(loaded),
+        write_errors=write_errors,
     )
     if save is not None and jax.process_index() == 0:
-        result.save(save)
+        try:
+            result.save(save)
+        except OSError as err:
+            warnings.warn(
+                f"monte_carlo could not write save={str(save)!r}: {os_reason(err)}. The "
+                "results are in the returned MonteCarloResult (its write_errors records "
+                "this); write them elsewhere with its save method",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            result = dataclasses.replace(
+                result, write_errors={**write_errors, str(save): os_reason(err)}
+            )
     return result
 
 
@@ -612,14 +667,16 @@ def _pad(x: np.ndarray, size: int) -> np.ndarray:
 
 
 def _check_save_path(path: str | Path) -> Path:
-    """`path` as a Path: a `.npz` or `.csv` file in an existing directory."""
+    """`path` as a Path: a `.npz` or `.csv` file in an existing directory, which can be
+    written (checked by writing: `jaxmbs.batch.checkpoint.check_writable`)."""
     if not isinstance(path, str | os.PathLike):
         raise ValueError(f"save must be a path, got {type(path).__name__}")
     path = Path(path)
     if path.suffix not in (".npz", ".csv"):
         raise ValueError(f"save path must end in .npz or .csv, got {path.name!r}")
-    if not path.parent.is_dir():
+    if not path.parent.exists():
         raise ValueError(f"save path's directory {str(path.parent)!r} does not exist")
+    check_writable(path, "save")
     return path
 
 
