@@ -83,6 +83,12 @@ def chunk_files(directory: Path) -> dict[str, tuple[int, int]]:
     return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in directory.glob("chunk-*.npz")}
 
 
+def recorded_chunk_files(directory: Path) -> dict[str, tuple[int, int]]:
+    """`chunk_files` of the chunks whose checksum record was written too: finished ones."""
+    files = chunk_files(directory)
+    return {k: v for k, v in files.items() if (directory / k).with_suffix(".sha256").exists()}
+
+
 def assert_same(a: jaxmbs.MonteCarloResult, b: jaxmbs.MonteCarloResult) -> None:
     """Bit-for-bit equal outputs (the same compiled program on the same samples)."""
     np.testing.assert_array_equal(a.result, b.result)
@@ -142,7 +148,7 @@ def test_killed_run_resumes_to_the_uninterrupted_result(tmp_path, reference):
         text=True,
     )
     deadline = time.monotonic() + 300
-    while not any(directory.glob("chunk-*.npz")):
+    while not any(directory.glob("chunk-*.sha256")):
         assert child.poll() is None, (
             f"the study ended before its first chunk: {child.stderr.read()}"
         )
@@ -151,7 +157,7 @@ def test_killed_run_resumes_to_the_uninterrupted_result(tmp_path, reference):
     child.send_signal(signal.SIGKILL)
     child.communicate(timeout=60)
     assert child.returncode == -signal.SIGKILL
-    before = chunk_files(directory)
+    before = recorded_chunk_files(directory)  # a chunk killed before its record: computed again
     n_chunks = B // CHUNK
     assert 1 <= len(before) < n_chunks, sorted(before)
     resumed = run(checkpoint_dir=directory)
@@ -235,13 +241,15 @@ def test_changed_argument_is_refused_before_computing(finished, no_samples, chan
 
 
 def test_chunk_file_of_another_study_is_refused_before_computing(finished, no_samples, tmp_path):
-    """A chunk file copied from another study's directory is never read as this one's."""
+    """A chunk file copied from another study's directory, with its checksum record, is
+    never read as this one's (`on_damaged_chunk="raise"`; by default it is computed again)."""
     other = tmp_path / "other"
     other.mkdir()
     name = sorted(chunk_files(finished))[1]
-    (other / name).write_bytes((finished / name).read_bytes())
-    with pytest.raises(ValueError, match=f"{name} was written by another study"):
-        run(checkpoint_dir=other, rtol=1e-6)
+    for file in (Path(name), Path(name).with_suffix(".sha256")):
+        (other / file).write_bytes((finished / file).read_bytes())
+    with pytest.raises(ValueError, match=f"{name} its checksum record .* is of another study"):
+        run(checkpoint_dir=other, rtol=1e-6, on_damaged_chunk="raise")
 
 
 def test_invalid_output_arguments_are_refused_before_computing(tmp_path, no_samples):
@@ -256,7 +264,7 @@ def test_invalid_output_arguments_are_refused_before_computing(tmp_path, no_samp
         run(checkpoint_dir=tmp_path / "file")
     with pytest.raises(ValueError, match="checkpoint_dir must be a path"):
         run(checkpoint_dir=3)
-    with pytest.raises(ValueError, match="holds a manifest of format"):
+    with pytest.raises(ValueError, match="manifest.json is of format 'something else'"):
         (tmp_path / "other").mkdir()
         (tmp_path / "other" / "manifest.json").write_text('{"format": "something else"}')
         run(checkpoint_dir=tmp_path / "other")

@@ -12,10 +12,13 @@ singular configuration, step failure, step limit) is frozen, flagged by its resu
 and costs the others nothing.
 
 **Checkpoints.** With `checkpoint_dir=`, every finished chunk is written to that directory
-at once, atomically, with the study's fingerprint (`jaxmbs.batch.checkpoint`). A run that
-dies loses at most the chunks in flight: the same call again reads the finished chunks and
-computes only the others, and the results are those of an uninterrupted run, bit for bit
-(the same compiled program on the same samples). A directory of another study is refused.
+at once, atomically, with the study's fingerprint and a checksum of the file
+(`jaxmbs.batch.checkpoint`). A run that dies loses at most the chunks in flight: the same
+call again reads the finished chunks and computes only the others, and the results are those
+of an uninterrupted run, bit for bit (the same compiled program on the same samples). A
+directory of another study is refused; a chunk file that does not match its checksum (or is
+missing after the other processes finished) is computed again with a warning, or refused
+(`on_damaged_chunk="raise"`).
 
 **Nothing computed is lost.** `save=` and `checkpoint_dir=` are checked by writing (a file
 created and removed) before anything compiles. A file that cannot be written after the run
@@ -95,7 +98,7 @@ import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import diffrax
 import equinox as eqx
@@ -117,6 +120,7 @@ from ..integrate import (
     simulate,
 )
 from .checkpoint import (
+    ON_DAMAGED,
     ChunkStore,
     atomic_write,
     check_directory,
@@ -246,6 +250,7 @@ def monte_carlo(
     progress: bool = False,
     save: str | Path | None = None,
     checkpoint_dir: str | Path | None = None,
+    on_damaged_chunk: Literal["recompute", "raise"] = "recompute",
     **simulate_kwargs,
 ) -> MonteCarloResult:
     """Simulate a batch of samples (initial conditions and/or parameters) at once.
@@ -279,11 +284,16 @@ def monte_carlo(
       result records it in `write_errors` (the results are returned, not lost).
     - `checkpoint_dir`: write every finished chunk to this directory and resume from the
       chunks found there (see the module notes); needed with several processes.
+    - `on_damaged_chunk`: what to do with a chunk file in `checkpoint_dir` that does not
+      match its checksum record, cannot be read, belongs to another study, or is missing
+      after the other processes finished: `"recompute"` (default) computes its samples
+      again, with a warning naming the file and why; `"raise"` refuses it with a
+      `ValueError` naming them.
     - `simulate_kwargs`: passed to [`jaxmbs.simulate`][] (`method`, `stabilization`, `rtol`,
       `atol`, `solver`, `max_steps`, …); `throw` is always False here.
 
-    All arguments are checked, and a checkpoint directory of another study refused, before
-    any sample runs.
+    All arguments are checked, and a checkpoint directory of another study (or with a
+    manifest that cannot be read) refused, before any sample runs.
 
     **Returns:** a [`jaxmbs.MonteCarloResult`][].
     """
@@ -293,6 +303,8 @@ def monte_carlo(
                 f"monte_carlo sets {key!r} itself (per-sample result codes, batched params); "
                 "do not pass it"
             )
+    if on_damaged_chunk not in ON_DAMAGED:
+        raise ValueError(f"on_damaged_chunk must be one of {ON_DAMAGED}, got {on_damaged_chunk!r}")
     save = None if save is None else _check_save_path(save)
     directory = None if checkpoint_dir is None else check_directory(checkpoint_dir)
     if directory is None and jax.process_count() > 1:
@@ -319,15 +331,24 @@ def monte_carlo(
         digests = fingerprint(
             {
                 "mechanism": _static_description(mechanism),
-                "inputs": (inputs, mask),
-                "times": (t_span, saveat),
-                "options": (simulate_kwargs, response, keep_solutions, vectorize),
-                "chunks": (size, chunk),
-                "numerics": (str(dtype), jax.__version__, devices[0].platform),
+                "inputs": {key: (inputs[key], mask[key]) for key in inputs},
+                "times": {"t_span": t_span, "saveat": saveat},
+                "options": {
+                    **simulate_kwargs,
+                    "response": response,
+                    "keep_solutions": keep_solutions,
+                    "vectorize": vectorize,
+                },
+                "chunks": {"n_samples": size, "chunk_size": chunk},
+                "numerics": {
+                    "dtype": str(dtype),
+                    "jax": jax.__version__,
+                    "platform": devices[0].platform,
+                },
             }
         )
         info = {"n_samples": size, "chunk_size": chunk, "n_chunks": n_chunks}
-        store = ChunkStore.open(directory, digests, info)
+        store = ChunkStore.open(directory, digests, info, on_damaged_chunk)
     mine = range(n_chunks)[_even_share(n_chunks, jax.process_index(), jax.process_count())]
     todo = [k for k in mine if store is None or not store.finished(*ranges[k])]
     batched, shared = eqx.partition(inputs, mask)
@@ -382,11 +403,17 @@ def monte_carlo(
     bar.close()
     if jax.process_count() > 1:
         multihost_utils.sync_global_devices(f"jaxmbs.monte_carlo {store.study}")
-    loaded = [k for k in range(n_chunks) if k not in todo]
-    for k in loaded:
+    computed, loaded = list(todo), []
+    for k in (k for k in range(n_chunks) if k not in todo):
         start, stop = ranges[k]
-        for name, values in store.read(start, stop, list(targets)).items():
+        arrays = store.read(start, stop, list(targets))
+        if arrays is None:  # damaged or missing, and on_damaged_chunk="recompute"
+            compute(k)
+            computed.append(k)
+            continue
+        for name, values in arrays.items():
             targets[name][start:stop] = values
+        loaded.append(k)
     solutions, responses, diagnostics, codes = outputs
     named_inputs = {
         name: np.asarray(values)
@@ -403,7 +430,7 @@ def monte_carlo(
         n_chunks=n_chunks,
         devices=tuple(str(d) for d in devices),
         timings={"first_chunk_s": first_chunk, "total_s": time.perf_counter() - start_time},
-        chunks_computed=tuple(todo),
+        chunks_computed=tuple(computed),
         chunks_loaded=tuple(loaded),
         write_errors=write_errors,
     )
