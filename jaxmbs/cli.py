@@ -12,11 +12,13 @@ import math
 import os
 import sys
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import jax
 
+from .batch.checkpoint import check_writable, os_reason
 from .formulations import AUTO, METHODS
 from .integrate import STABILIZATIONS
 
@@ -32,7 +34,11 @@ def _models():
 
 def _factory(spec: str) -> Callable:
     """The factory `() -> (mechanism, q0, q̇0)` of a reference model's name, or of a user's
-    `path/to/file.py:function` (the file is imported as a module; raises `ValueError`)."""
+    `path/to/file.py:function` (the file is imported as a module).
+
+    **Raises:** `ValueError` for an unknown model, a missing file or function, or a file
+    that raises when imported (naming the file, the line and the error).
+    """
     models = _models()
     if spec in models:
         return models[spec]
@@ -45,7 +51,10 @@ def _factory(spec: str) -> Callable:
         raise ValueError(f"model file {path} does not exist")
     loader = importlib.util.spec_from_file_location(Path(path).stem, path)
     module = importlib.util.module_from_spec(loader)
-    loader.loader.exec_module(module)
+    try:
+        loader.loader.exec_module(module)
+    except Exception as err:  # the user's code: any error, told as one line
+        raise _user_error(path, "importing it", err) from err
     factory = getattr(module, name, None)
     if not callable(factory):
         raise ValueError(f"{path} has no function {name}")
@@ -57,12 +66,31 @@ def _build(spec: str, links: int):
     import jaxmbs
 
     factory = _factory(spec)
-    built = factory(links) if spec == "chain" else factory()
+    if spec in _models():
+        built = factory(links) if spec == "chain" else factory()
+    else:
+        try:
+            built = factory()
+        except Exception as err:  # the user's code: any error, told as one line
+            path, _, name = spec.rpartition(":")
+            raise _user_error(path, f"calling {name}()", err) from err
     if not (
         isinstance(built, tuple) and len(built) == 3 and isinstance(built[0], jaxmbs.Mechanism)
     ):
         raise ValueError(f"{spec} must return (mechanism, q0, qd0)")
     return built
+
+
+def _user_error(path: str, doing: str, err: Exception) -> ValueError:
+    """A one-line `ValueError` for an error raised by a user's model file: the file, what
+    was being done, the line of the file where it was raised, and the error."""
+    line = getattr(err, "lineno", None) if isinstance(err, SyntaxError) else None
+    for frame in traceback.extract_tb(err.__traceback__):
+        if os.path.abspath(frame.filename) == os.path.abspath(path):
+            line = frame.lineno
+    where = f" at line {line}" if line is not None else ""
+    message = (str(err).splitlines() or [""])[0]
+    return ValueError(f"model file {path}: {doing} raised {type(err).__name__}{where}: {message}")
 
 
 def cache_folder() -> str:
@@ -214,13 +242,13 @@ def analyze_command(args: argparse.Namespace) -> int:
 def simulate_command(args: argparse.Namespace) -> int:
     import diffrax
     import jax.numpy as jnp
-    import numpy as np
 
     import jaxmbs
 
-    for path in (args.out, args.plot, args.animate):
-        _check_writable(path)
     _check_outputs(args)
+    for flag, path in (("--out", args.out), ("--plot", args.plot), ("--animate", args.animate)):
+        if path is not None:
+            check_writable(Path(path), flag)
     mech, q0, qd0 = _build(args.model, args.links)
     ts = jnp.linspace(0.0, args.t1, max(args.points, 2))
     long_run = args.progress or (args.t1 >= PROGRESS_T1 and sys.stderr.isatty())
@@ -250,16 +278,49 @@ def simulate_command(args: argparse.Namespace) -> int:
         f"method           {sol.method}, stabilization {args.stabilization}, "
         f"rtol {args.rtol:g}, atol {args.atol:g}, {'float32' if args.float32 else 'float64'}"
     )
+    cause = jaxmbs.RESULTS[sol.result]
+    # Read the result code, not t_final: a run refused at its initial state never moved.
+    started = not bool(sol.result == jaxmbs.RESULTS.inconsistent_initial_conditions)
     if bool(sol.successful):
         print("result           successful")
+    elif not started:
+        print(f"result           never started (at t0 = 0): {cause}")
     else:
-        cause = jaxmbs.RESULTS[sol.result]
         print(f"result           failed at t = {float(sol.t_final):.6g}: {cause}")
     st = {k: int(v) for k, v in sol.stats.items()}
     print(
         f"steps            {st['num_steps']} ({st['num_rejected_steps']} rejected), "
         f"RHS evaluations {st['rhs_evaluations']}"
     )
+    if started:  # else every output is NaN: there are no residuals or energy to report
+        _print_residuals_and_energy(mech, sol)
+    print(f"wall time        {wall:.2f} s (compilation included)")
+    writers = (
+        ("--out", args.out, lambda: _write_results(args, mech, sol)),
+        ("--plot", args.plot, lambda: _plot(args.plot, args.model, mech, sol)),
+        (
+            "--animate",
+            args.animate,
+            lambda: jaxmbs.animate(mech, sol, args.animate, title=args.model),
+        ),
+    )
+    for flag, path, write in writers:
+        if path:
+            try:
+                write()
+            except OSError as err:
+                raise ValueError(f"could not write {flag} {path!r}: {os_reason(err)}") from err
+            print(f"wrote            {path}")
+    return 0 if bool(sol.successful) else 1
+
+
+def _print_residuals_and_energy(mech, sol) -> None:
+    """The largest constraint residuals along the run and its energy drift (or change)."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    import jaxmbs
+
     print(f"max |Φ|          {float(jnp.nanmax(sol.position_residual)):.3e}")
     print(f"max |Φ̇|, |ψ|     {float(jnp.nanmax(sol.velocity_residual)):.3e}")
     if sol.energy is not None:
@@ -269,17 +330,6 @@ def simulate_command(args: argparse.Namespace) -> int:
             print(f"energy drift     {change:.3e} J ({relative})")
         else:  # driving constraints or non-conservative forces: the change is physics
             print(f"energy change    {change:.3e} J ({relative}; not conservative, no drift)")
-    print(f"wall time        {wall:.2f} s (compilation included)")
-    if args.out:
-        _write_results(args, mech, sol)
-        print(f"wrote            {args.out}")
-    if args.plot:
-        _plot(args.plot, args.model, mech, sol)
-        print(f"wrote            {args.plot}")
-    if args.animate:
-        jaxmbs.animate(mech, sol, args.animate, title=args.model)
-        print(f"wrote            {args.animate}")
-    return 0 if bool(sol.successful) else 1
 
 
 def _write_results(args: argparse.Namespace, mech, sol) -> None:
@@ -347,23 +397,14 @@ def _check_outputs(args: argparse.Namespace) -> None:
         raise ValueError(str(err)) from err
 
 
-def _check_writable(path: str | None) -> None:
-    """Reject an output path whose folder does not exist or cannot be written, before the run."""
-    if path is None:
-        return
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-        raise ValueError(f"cannot write {path}: {folder} is not a writable folder")
-    if os.path.isdir(path):
-        raise ValueError(f"cannot write {path}: it is a folder")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `jaxmbs` command.
 
     Returns the exit status: 0 on success, 1 when the simulation failed (the rows up to the
-    failure are written, the cause and its time printed); invalid arguments exit with status
-    2 and one line on stderr, no traceback. The float64 setting is restored on return, so
+    failure are written, the cause and its time printed). Invalid arguments, an output file
+    that cannot be written (checked by writing, before the run) and a model file or factory
+    that raises exit with status 2 and one line on stderr naming the file and the reason, no
+    traceback. The float64 setting is restored on return, so
     that calling `main` leaves the calling process's JAX configuration as it was.
     """
     parser = _parser()

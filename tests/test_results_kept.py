@@ -1,6 +1,8 @@
 """Computed results are never lost: an output that cannot be written is refused by writing,
-before anything compiles (`monte_carlo(save=)`); a write that fails after the run all the
-same only warns, and the results stay in the returned object. A Monte Carlo study's labelled
+before anything compiles (`monte_carlo(save=)`, the command line's `--out`, `--plot`); a
+write that fails after the run all the same only warns, and the results stay in the
+returned object. The command line names the model file and the line that raised, and says
+that a run refused at its initial state never started. A Monte Carlo study's labelled
 dataset (computed for all samples at once) equals the datasets of its samples one by one."""
 
 import errno
@@ -12,6 +14,7 @@ import numpy as np
 import pytest
 
 import jaxmbs
+from jaxmbs import cli
 from jaxmbs.batch.checkpoint import check_writable
 from jaxmbs.models import spring_pendulum
 
@@ -117,6 +120,109 @@ def test_check_writable_leaves_files_as_they_were(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["existing.npz"]  # nothing left over
     with pytest.raises(ValueError, match="cannot write save .*: it is a directory"):
         check_writable(tmp_path, "save")
+
+
+# --- the command line --------------------------------------------------------------------------
+
+
+def exit_status(argv) -> int:
+    """`cli.main`'s status: its return value, or the code of the SystemExit it raises."""
+    try:
+        return cli.main(argv)
+    except SystemExit as exit_:
+        return 0 if exit_.code is None else exit_.code
+
+
+@pytest.fixture
+def no_simulation(monkeypatch):
+    """Fail the test if the command line simulates anything."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the command line simulated before refusing its arguments")
+
+    monkeypatch.setattr(jaxmbs, "simulate", refuse)
+
+
+@pytest.mark.parametrize(
+    ("flag", "where", "reason"),
+    [
+        ("--out", "proc", "No such file or directory"),
+        ("--out", "under_a_file", "Not a directory"),
+        ("--plot", "under_a_file", "Not a directory"),
+    ],
+)
+def test_cli_unwritable_output_exits_2_before_the_run(
+    capsys, tmp_path, no_simulation, flag, where, reason
+):
+    (tmp_path / "afile").write_text("a file, not a folder")
+    suffix = ".csv" if flag == "--out" else ".png"
+    path = tmp_path / "afile" / f"x{suffix}" if where == "under_a_file" else PROC + suffix
+    assert exit_status(["simulate", "pendulum", flag, str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"jaxmbs: error: cannot write {flag} '{path}': {reason}\n"
+    assert captured.out == ""
+
+
+def test_cli_output_failing_after_the_run_exits_2_without_traceback(capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(jaxmbs, "write_csv", no_space)
+    path = tmp_path / "run.csv"
+    assert (
+        exit_status(["simulate", "pendulum", "--t1", "0.1", "--points", "3", "--out", str(path)])
+        == 2
+    )
+    captured = capsys.readouterr()
+    assert "result           successful" in captured.out  # the summary was printed first
+    assert captured.err == (
+        f"jaxmbs: error: could not write --out '{path}': No space left on device\n"
+    )
+
+
+MODEL_FILES = {
+    "import": "import numpy\n\nMASS = 1 / 0\n",
+    "factory": "def make():\n    mass = -1.0\n    raise RuntimeError(f'negative mass {mass}')\n",
+    "syntax": "def make(:\n    pass\n",
+}
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("import", "importing it raised ZeroDivisionError at line 3: division by zero"),
+        ("factory", "calling make() raised RuntimeError at line 3: negative mass -1.0"),
+        ("syntax", "importing it raised SyntaxError at line 1: "),
+    ],
+)
+def test_cli_model_file_that_raises_exits_2_naming_the_file(capsys, tmp_path, kind, message):
+    path = tmp_path / f"{kind}_model.py"
+    path.write_text(MODEL_FILES[kind])
+    for command in ("simulate", "analyze"):
+        assert exit_status([command, f"{path}:make"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"jaxmbs: error: model file {path}: {message}"), err
+        assert err.count("\n") == 1 and "Traceback" not in err
+
+
+INCONSISTENT = """
+from jaxmbs.models import pendulum
+
+
+def make():
+    mech = pendulum.physical_pendulum()
+    q0, qd0 = pendulum.initial_state(mech, 1.0)
+    return mech, q0 + 0.1, qd0  # violates the constraints
+"""
+
+
+def test_cli_run_refused_at_its_initial_state_never_started(capsys, tmp_path):
+    path = tmp_path / "inconsistent.py"
+    path.write_text(INCONSISTENT)
+    argv = ["simulate", f"{path}:make", "--t1", "0.1", "--points", "3"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no all-NaN warnings from residuals it never had
+        assert exit_status(argv) == 1
+    out = capsys.readouterr().out
+    assert "result           never started (at t0 = 0): inconsistent initial conditions" in out
+    assert "failed at t" not in out and "max |Φ|" not in out
 
 
 # --- MonteCarloResult.to_xarray ---------------------------------------------------------------
