@@ -151,3 +151,26 @@ def test_float32_tolerances_below_its_resolution(float32):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the float32 tolerances that work: no warning
         jaxmbs.simulate(mech, q0, qd0, (0.0, 0.1), rtol=1e-5, atol=1e-5)
+
+
+def test_failures_under_grad_raise_their_cause():
+    """With throw=True inside jax.grad (no jit), the cause is raised, not a concretization
+    error from reading the failure time; equilibrium likewise."""
+    from jaxmbs.models import pendulum, slider_crank
+
+    mech = slider_crank.slider_crank(driven=True, r=0.6, L=0.5)
+    q0, qd0 = slider_crank.initial_state(mech)
+
+    def final_x(r):
+        return jaxmbs.simulate(mech, q0, qd0, (0.0, 0.1), params={"r": r}).q[-1, 0]
+
+    with pytest.raises(jaxmbs.SimulationError, match=r"singular configuration.*t = 0\.031"):
+        jax.grad(final_x)(0.6)
+    physical = pendulum.physical_pendulum()
+    far = np.array([2.0, 1.5, 0.4])
+
+    def height(m):
+        return jaxmbs.equilibrium(physical, far, params={"m": m}, max_steps=1)[1]
+
+    with pytest.raises(RuntimeError, match="did not converge in 1 Newton steps"):
+        jax.grad(height)(1.0)

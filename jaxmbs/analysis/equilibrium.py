@@ -116,7 +116,8 @@ def equilibrium(
     )
     converged = solution.result == optx.RESULTS.successful
     if is_concrete(converged) and not bool(converged):
-        r = residual(solution.value, p)
+        # Under jax.grad these are tracers of concrete values: their values, not tangents.
+        r, scale = jax.lax.stop_gradient((residual(solution.value, p), scale))
         raise RuntimeError(
             f"equilibrium did not converge in {max_steps} Newton steps: force balance "
             f"|Q − Cᵀλ| = {float(jnp.max(jnp.abs(r[:n]))) * float(scale):.2e} (largest applied "

@@ -126,9 +126,9 @@ def raise_on_failure(solution: Solution) -> Solution:
     if isinstance(failed, jax.core.Tracer):
         return result.error_if(solution, failed)
     if bool(np.any(failed)):
-        raise SimulationError(
-            f"jaxmbs.simulate: {RESULTS[result]} (t = {float(solution.t_final):.10g})"
-        )
+        # Under jax.grad the time is a tracer of a concrete value: its value, not its tangent.
+        t_final = float(jax.lax.stop_gradient(solution.t_final))
+        raise SimulationError(f"jaxmbs.simulate: {RESULTS[result]} (t = {t_final:.10g})")
     return solution
 
 
