@@ -9,8 +9,8 @@ next to the rank analysis of [`jaxmbs.Structure`][], and used as static data:
   can be probed by one Jacobian-vector product (Curtis–Powell–Reid column grouping): a greedy
   colouring of the column intersection graph needs 4 products for a planar chain of any
   length instead of n. The same grouping of M's columns gives M from a few products M s_k
-  (Hessian-vector products of the kinetic energy, `jaxmbs.model.inertia`): 3 for spatial bodies in
-  Euler angles instead of n.
+  (Hessian-vector products of the kinetic energy, `jaxmbs.kinematics.inertia`): 3 for
+  spatial bodies in Euler angles instead of n.
 - **Band plan.** With M = L Lᵀ block-diagonal, G = C_I L⁻ᵀ keeps the sparsity of C and the
   Schur complement A = C_I M⁻¹ C_Iᵀ = G Gᵀ of the augmented system (Pękal–Frączek 2016,
   eq 2.5; the matrix of the Wang–Huston form, eq 3.41) is banded once its rows are put in
@@ -32,6 +32,8 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
+from scipy import sparse
+from scipy.sparse import csgraph
 
 from .._internal.linalg import MAX_BLOCK, SMALL_PRODUCT
 from .._internal.types import Array
@@ -160,46 +162,13 @@ def _spread(probes: Array, colours: tuple[int, ...], pattern: np.ndarray, by_pro
     return jnp.where(pattern, spread, 0.0)
 
 
-def reverse_cuthill_mckee(adjacency: np.ndarray) -> np.ndarray:
-    """Reverse Cuthill–McKee ordering of a symmetric boolean adjacency matrix: breadth-first
-    from a low-degree node, neighbours by increasing degree, reversed (a small bandwidth)."""
-    size = adjacency.shape[0]
-    adjacency = adjacency & ~np.eye(size, dtype=bool)
-    degree = adjacency.sum(axis=1)
-    order: list[int] = []
-    seen = np.zeros(size, dtype=bool)
-    while len(order) < size:
-        start = min(np.flatnonzero(~seen), key=lambda i: (degree[i], i))
-        seen[start] = True
-        queue = [int(start)]
-        while queue:
-            node = queue.pop(0)
-            order.append(node)
-            fresh = [int(j) for j in np.flatnonzero(adjacency[node] & ~seen)]
-            fresh.sort(key=lambda j: (degree[j], j))
-            seen[fresh] = True
-            queue.extend(fresh)
-    return np.asarray(order[::-1], dtype=int)
-
-
 def _components(pattern: np.ndarray) -> list[list[int]]:
     """Connected components of a symmetric boolean pattern, each sorted, by first index."""
-    size = pattern.shape[0]
-    label = np.full(size, -1)
-    out = []
-    for i in range(size):
-        if label[i] >= 0:
-            continue
-        stack, members = [i], []
-        label[i] = len(out)
-        while stack:
-            node = stack.pop()
-            members.append(node)
-            for j in np.flatnonzero(pattern[node] & (label < 0)):
-                label[j] = len(out)
-                stack.append(int(j))
-        out.append(sorted(members))
-    return out
+    _, label = csgraph.connected_components(sparse.csr_array(pattern), directed=False)
+    first = {}
+    for i, c in enumerate(label):
+        first.setdefault(int(c), []).append(i)
+    return list(first.values())
 
 
 def _packed(components: list[list[int]], size: int) -> list[list[int]]:
@@ -270,7 +239,11 @@ def band_plan(sparsity: Sparsity, rows: tuple[int, ...]) -> BandPlan:
     for i in range(r):
         touches[i, block_of[jac[i]]] = True
     adjacency = (touches[:r].astype(np.int64) @ touches[:r].T.astype(np.int64)) > 0
-    order = reverse_cuthill_mckee(adjacency)
+    # Reverse Cuthill–McKee: breadth first from a low-degree node, reversed (small bandwidth).
+    order = np.arange(r)
+    if r:
+        graph = sparse.csr_array(adjacency & ~np.eye(r, dtype=bool))
+        order = csgraph.reverse_cuthill_mckee(graph, symmetric_mode=True).astype(int)
     position = np.empty(r, dtype=int)
     position[order] = np.arange(r)
     i, j = np.nonzero(adjacency)
