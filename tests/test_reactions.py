@@ -10,7 +10,6 @@ from helpers import assert_close
 import jaxmbs
 from jaxmbs import cli
 from jaxmbs.analysis.reactions import SCHEMES
-from jaxmbs.analysis.solvability import pivoted_qr
 from jaxmbs.model.joints import planar
 from jaxmbs.models import chain, fourbar, pendulum
 
@@ -266,17 +265,6 @@ def test_bad_input(blajer_state):
 
 
 # --- solvability --------------------------------------------------------------------------
-
-
-def test_pivoted_qr():
-    rng = np.random.default_rng(3)
-    A = rng.normal(size=(7, 4)) @ rng.normal(size=(4, 9))  # rank 4
-    Q, R, perm = pivoted_qr(A)
-    assert_close(Q @ R, A[:, perm], 0, 1e-12, "A E = Q R")
-    assert_close(Q.T @ Q, np.eye(7), 0, 1e-13, "orthogonal")
-    d = np.abs(np.diag(R))
-    assert np.all(np.diff(d[:4]) <= 1e-12) and np.max(np.abs(R[4:])) < 1e-12
-    assert_close(Q[:, 4:].T @ A, np.zeros((3, 9)), 0, 1e-12, "left null space")
 
 
 def test_redundant_fourbar_solvability_and_elimination():

@@ -23,39 +23,13 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.linalg
 
 from ..kinematics.constraints import constraint_jacobian
 from ..kinematics.structure import RANK_RTOL, Structure, pivoted_row_selection
 
 if TYPE_CHECKING:
     from ..model import Mechanism
-
-
-def pivoted_qr(A: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Householder QR with column pivoting, A[:, perm] = Q R (Golub–Van Loan, alg. 5.4.1).
-
-    At each step the remaining column of largest norm is brought forward, so |R_kk| does
-    not increase and, for rank r, the rows of R below r vanish (to round-off).
-
-    **Returns:** Q (m × m, orthogonal), R (m × n, upper triangular), perm (n,).
-    """
-    R = np.array(A, dtype=np.float64, copy=True)
-    m, n = R.shape
-    Q = np.eye(m)
-    perm = np.arange(n)
-    for k in range(min(m, n)):
-        j = k + int(np.argmax(np.sum(R[k:, k:] ** 2, axis=0)))
-        R[:, [k, j]], perm[[k, j]] = R[:, [j, k]], perm[[j, k]]
-        x = R[k:, k]
-        norm = np.linalg.norm(x)
-        if norm == 0.0:
-            break
-        v = x.copy()
-        v[0] += np.copysign(norm, x[0])
-        v /= np.linalg.norm(v)
-        R[k:, k:] -= 2.0 * np.outer(v, v @ R[k:, k:])
-        Q[:, k:] -= 2.0 * np.outer(Q[:, k:] @ v, v)
-    return Q, np.triu(R), perm
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -170,7 +144,7 @@ def solvability(
     """
     C = np.asarray(C, dtype=np.float64)
     tol = rtol * max(1.0, float(np.max(np.abs(C), initial=0.0)))
-    Q, R, _ = pivoted_qr(C)
+    Q, R, _ = scipy.linalg.qr(C, pivoting=True)  # C[:, perm] = Q R, |R_kk| non-increasing
     rank = int(np.sum(np.abs(np.diag(R)) > tol))
     if rank != _rank(C, tol):
         raise ValueError(
