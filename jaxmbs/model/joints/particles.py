@@ -41,16 +41,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..._internal.checks import is_concrete
 from ..._internal.types import Array
 from ..mechanism import Mechanism
 from .planar import Spec, value
 
 #: Condition number (positions scaled to unit size) above which the mass system is singular.
 SINGULAR_COND = 1e10
-
-
-def _concrete(*xs) -> bool:
-    return not any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(xs))
 
 
 def _midpoint_weights(n_primary: int, pairs: Sequence[tuple[int, int]]) -> np.ndarray:
@@ -123,7 +120,7 @@ class AbstractParticleBody(abc.ABC):
         the geometry (collinear or coincident primaries; coplanar in space), not the units.
         Runs only on concrete parameters.
         """
-        if not _concrete(p):
+        if not is_concrete(p):
             return
         s = np.asarray(self.local_positions(p) - self.local_center_of_mass(p))
         scale = float(np.max(np.linalg.norm(s, axis=1), initial=0.0))
@@ -249,7 +246,7 @@ class Rod(AbstractParticleBody):
         """α on the rod axis; a point off the axis cannot be represented (it has no moment arm
         for the two collinear primaries) and raises `ValueError` when concrete."""
         point = jnp.asarray(point)
-        if _concrete(point, p) and abs(float(point[1])) > 1e-12 * max(
+        if is_concrete(point, p) and abs(float(point[1])) > 1e-12 * max(
             1.0, float(value(self.length, p))
         ):
             raise ValueError(
@@ -554,7 +551,7 @@ class ParticleSystem:
         masses, which eq 2.1 allows), at concrete parameters."""
         for b in self.bodies:
             b.check(p)
-        if not _concrete(p):
+        if not is_concrete(p):
             return
         M = np.asarray(self.mass_matrix(p))
         eig = np.linalg.eigvalsh(M)
