@@ -16,10 +16,9 @@ from helpers import FORMULATION_RTOL, assert_close, relative_error
 import jaxmbs
 from jaxmbs._internal import linalg
 from jaxmbs._internal.linalg import MAX_BLOCK
-from jaxmbs.kinematics import CompressedJacobian, velocity_residual
+from jaxmbs.kinematics import CompressedJacobian, inertia, velocity_residual
 from jaxmbs.kinematics.sparsity import greedy_colouring
 from jaxmbs.kinematics.structure import structure_band_plan
-from jaxmbs.model import inertia
 from jaxmbs.model.joints import planar
 from jaxmbs.models import chain, fourbar, mcpherson, mobile_robot
 

@@ -44,9 +44,9 @@ from .._internal.types import Array, Coordinates, Params, Velocities
 from ..formulations import AbstractFormulation
 from ..integrate.dynamics import accelerations
 from ..integrate.inputs import merge_params
+from ..kinematics import inertia
 from ..kinematics.constraints import constraint_jacobian, position_residual, velocity_residual
 from ..kinematics.structure import pivoted_row_selection, resolve_structure
-from ..model import inertia
 from ..model.mechanism import Mechanism
 
 

@@ -44,7 +44,7 @@ import numpy as np
 
 from .._internal.checks import coordinate_indices
 from .._internal.types import Array, ArrayLike, Params
-from ..model import inertia
+from ..kinematics import inertia
 
 if TYPE_CHECKING:
     from ..model import Mechanism

@@ -18,9 +18,9 @@ import numpy as np
 
 from .._internal.types import Array
 from ..formulations.closing import ClosingVariant, ResolvedVariant, resolve_variant
+from ..kinematics import inertia
 from ..kinematics.constraints import constraint_jacobian
 from ..kinematics.criteria import metric_rows, set_criterion, tangent_rows
-from ..model import inertia
 from .state_space import AbstractStateFunction
 from .switching import (
     AbstractSwitchingStateSpace,

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING
 from .._internal.checks import state_vector
 from .._internal.types import Array, Coordinates, Params, Velocities
 from ..formulations import AbstractFormulation, get_formulation
+from ..kinematics import inertia
 from ..kinematics.constraints import (
     constraint_jacobian,
     position_residual,
     velocity_residual_and_gamma,
 )
 from ..kinematics.structure import Structure, resolve_structure
-from ..model import inertia
 from .stabilization import AbstractStabilization, NoStabilization
 
 if TYPE_CHECKING:

@@ -31,10 +31,11 @@ from .._internal import linalg
 from .._internal.linalg import MAX_BLOCK
 from .._internal.types import Array, Params, PyTree
 from ..formulations import banded
+from ..kinematics import inertia
 from ..kinematics.compressed import CompressedJacobian
 from ..kinematics.constraints import compressed_constraint_jacobian, constraint_jacobian
 from ..kinematics.structure import Structure, structure_band_plan
-from ..model import Mechanism, inertia
+from ..model import Mechanism
 
 #: Gram pivots above this fraction of their scale clear a configuration without the QR (their
 #: error, about ε‖C‖²/pivot, is then below 1e-11 of the scale for a hundred rows).

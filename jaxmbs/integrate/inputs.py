@@ -14,9 +14,9 @@ from .._internal import linalg
 from .._internal.checks import is_concrete
 from .._internal.types import Array, Params
 from ..formulations import banded
+from ..kinematics import inertia
 from ..kinematics.constraints import position_residual, velocity_residual
 from ..kinematics.structure import structure_band_plan
-from ..model import inertia
 
 if TYPE_CHECKING:
     from ..model import Mechanism

@@ -28,6 +28,7 @@ import numpy as np
 
 from .._internal.checks import coordinate_indices
 from .._internal.types import Array, Coordinates, Params
+from ..kinematics import inertia
 from ..kinematics.constraints import (
     constraint_jacobian,
     position_residual,
@@ -42,7 +43,6 @@ from ..kinematics.criteria import (
     tangent_rows,
 )
 from ..kinematics.structure import Structure
-from ..model import inertia
 from .stabilization import AbstractStabilization
 from .state_space import AbstractStateFunction
 from .switching import (

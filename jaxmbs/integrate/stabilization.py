@@ -32,6 +32,7 @@ import jax.scipy.linalg as jsl
 
 from .._internal.types import Array, Coordinates, Params, Velocities
 from ..formulations import banded
+from ..kinematics import inertia
 from ..kinematics.constraints import (
     compressed_constraint_jacobian,
     constraint_jacobian,
@@ -40,7 +41,6 @@ from ..kinematics.constraints import (
 )
 from ..kinematics.sparsity import band_plan
 from ..kinematics.structure import Structure
-from ..model import inertia
 
 if TYPE_CHECKING:
     from ..model import Mechanism

@@ -37,9 +37,9 @@ import optimistix as optx
 
 from .._internal.types import Array, Params
 from ..formulations import reaction_multipliers
+from ..kinematics import inertia
 from ..kinematics.constraints import constraint_jacobian
 from ..kinematics.structure import Structure
-from ..model import inertia
 from .solvers import DelegatingSolver, rejected_unless
 from .state_space import AbstractStateSpace
 

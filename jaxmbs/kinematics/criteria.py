@@ -35,7 +35,7 @@ import jax.scipy.linalg as jsl
 
 from .._internal.checks import coordinate_indices
 from .._internal.types import Array, Coordinates, MassMatrix, Params
-from ..model import inertia
+from . import inertia
 from .constraints import constraint_jacobian
 from .structure import Structure, resolve_structure
 

@@ -2,7 +2,6 @@
 coordinate maps (first stage of the pipeline model → kinematics → formulations → integrate →
 analysis)."""
 
-from . import inertia as inertia
 from . import inputs as inputs
 from . import joints as joints
 from .inputs import Profile as Profile

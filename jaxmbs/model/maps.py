@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._internal.types import Array, ArrayLike
-from . import inertia
+from ..kinematics import inertia
 from .mechanism import Mechanism
 
 MapFn = Callable[..., Array]  # (θ, p) -> x

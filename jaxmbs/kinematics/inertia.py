@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from .._internal.types import Array, Coordinates, Params
 
 if TYPE_CHECKING:
-    from .mechanism import Mechanism
+    from ..model import Mechanism
 
 
 def mass_matrix(mechanism: Mechanism, q: Coordinates, params: Params) -> Array:
