@@ -23,7 +23,7 @@ from ..kinematics.constraints import velocity_residual
 from ..model.mechanism import Mechanism
 
 
-def _power_terms(mechanism: Mechanism, solution, params: Params) -> Array:
+def power_terms(mechanism: Mechanism, solution, params: Params) -> Array:
     """Per output time: dT/dt, dV/dt and λᵀc, shape (T, 3) (module docstring)."""
 
     def terms(t, q, qd, qdd, lam):
@@ -41,7 +41,7 @@ def energy_rate(mechanism: Mechanism, solution, params: Params | None = None) ->
     if mechanism.potential_energy is None:
         raise ValueError("energy_rate needs the mechanism's potential_energy")
     p = mechanism.params if params is None else params
-    return jnp.sum(_power_terms(mechanism, solution, p), axis=1)
+    return jnp.sum(power_terms(mechanism, solution, p), axis=1)
 
 
 def conserves_energy(
@@ -58,13 +58,21 @@ def conserves_energy(
     if mechanism.potential_energy is None:
         return False
     p = mechanism.params if params is None else params
-    reached = np.asarray(solution.ts) <= float(solution.t_final)
-    terms = np.asarray(_power_terms(mechanism, solution, p))[reached]
+    terms = power_terms(mechanism, solution, p)
+    return bool(energy_balance_holds(solution.ts, solution.t_final, terms, rtol))
+
+
+def energy_balance_holds(ts, t_final, terms, rtol: float | None = None) -> np.ndarray:
+    """`conserves_energy`'s criterion from the power terms of `power_terms`, over any leading
+    (sample) axes: `ts` (..., T), `t_final` (...), `terms` (..., T, 3); the trapezoidal rule
+    over the output times reached (t ≤ t_final, a prefix). **Returns:** a bool array (...)."""
+    ts, terms = np.asarray(ts), np.asarray(terms)
     if rtol is None:
         rtol = 10 * float(np.sqrt(np.finfo(terms.dtype).eps))
-    ts = np.asarray(solution.ts)[reached]
+    reached = ts <= np.asarray(t_final)[..., None]
 
     def integral(values):
-        return float(np.sum(np.diff(ts) * (values[1:] + values[:-1]) / 2))
+        trapezoids = np.diff(ts, axis=-1) * (values[..., 1:] + values[..., :-1]) / 2
+        return np.sum(np.where(reached[..., 1:], trapezoids, 0.0), axis=-1)
 
-    return integral(np.abs(terms.sum(axis=1))) <= rtol * integral(np.abs(terms).sum(axis=1))
+    return integral(np.abs(terms.sum(axis=-1))) <= rtol * integral(np.abs(terms).sum(axis=-1))

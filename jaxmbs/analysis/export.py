@@ -30,7 +30,7 @@ import numpy as np
 from .._internal.types import Params
 from ..integrate.solution import RESULT_NAMES, Solution, result_index
 from .elements import element_forces
-from .energy import _power_terms, conserves_energy, energy_rate
+from .energy import conserves_energy, energy_balance_holds, energy_rate, power_terms
 from .reactions import solution_reactions
 
 if TYPE_CHECKING:
@@ -121,9 +121,9 @@ def _study_variables(
     derived = _along_samples(mechanism, solutions, shared, batched)
     terms = derived.pop("power_terms", None)
     if terms is not None:
-        derived["energy_conserved"] = _energy_conserved(
-            np.asarray(solutions.ts), np.asarray(solutions.t_final), np.asarray(terms)
-        )
+        derived["energy_conserved"] = energy_balance_holds(
+            solutions.ts, solutions.t_final, terms
+        ).astype(int)
     return _variables(solutions, derived, lead=("sample",))
 
 
@@ -168,27 +168,12 @@ def _in_blocks(
         out = {"reactions": solution_reactions(mechanism, solution, params)}
         if solution.energy is not None:
             out["energy_rate"] = energy_rate(mechanism, solution, params)
-            out["power_terms"] = _power_terms(mechanism, solution, params)
+            out["power_terms"] = power_terms(mechanism, solution, params)
         if mechanism.elements is not None:
             out["element_forces"] = element_forces(mechanism, solution, params)
         return out
 
     return jax.lax.map(one, (solutions, batched), batch_size=block)
-
-
-def _energy_conserved(ts: np.ndarray, t_final: np.ndarray, terms: np.ndarray) -> np.ndarray:
-    """[`jaxmbs.conserves_energy`][] of every sample (its default `rtol`) from the power
-    terms (B, T, 3) of `jaxmbs.analysis.energy`: 1 where conserved, else 0, shape (B,).
-    The same criterion, vectorised over the samples: keep the two in step."""
-    rtol = 10 * float(np.sqrt(np.finfo(terms.dtype).eps))
-    reached = ts <= t_final[:, None]  # (B, T), a prefix of the output times
-
-    def integral(values: np.ndarray) -> np.ndarray:  # trapezoidal rule over what was reached
-        trapezoids = np.diff(ts, axis=1) * (values[:, 1:] + values[:, :-1]) / 2
-        return np.sum(np.where(reached[:, 1:], trapezoids, 0.0), axis=1)
-
-    conserved = integral(np.abs(terms.sum(axis=2))) <= rtol * integral(np.abs(terms).sum(axis=2))
-    return conserved.astype(int)
 
 
 def _variables(solution: Solution, derived: Mapping[str, Any], lead: tuple[str, ...]) -> dict:
