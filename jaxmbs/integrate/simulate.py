@@ -24,7 +24,9 @@ can be jit-ed, vmapped over q0, q̇0 and the parameters, and differentiated.
 - an initial state that is not finite or consistent → `inconsistent_initial_conditions`.
 
 Every output after `t_final` (and the one output at t1 when `saveat=None`) of a failed run
-is NaN, multiplied in so that gradients through it are NaN too.
+is NaN, multiplied in so that gradients through it are NaN too; so are the derivatives of
+the failure time `t_final` itself and, for a refused initial state, those with respect to
+q0 and q̇0.
 """
 
 from __future__ import annotations
@@ -326,6 +328,67 @@ def _nan_past(past: Array, x: Array) -> Array:
     return x * jnp.where(_along_first_axis(past, x), jnp.nan, 1.0).astype(x.dtype)
 
 
+def _zero_along(*xs: PyTree) -> Array:
+    """0, whose derivative with respect to every finite floating leaf of `xs` is zero — but
+    present: a NaN derivative rule applied to t_final + 0 reaches the inputs t_final does
+    not otherwise depend on (the step decisions are not differentiated)."""
+    leaves = [x for x in jax.tree_util.tree_leaves(xs) if jnp.issubdtype(x.dtype, jnp.floating)]
+    zeros = [jnp.where(jnp.isfinite(x), x - jax.lax.stop_gradient(x), 0.0) for x in leaves]
+    return 0.0 * sum(jnp.sum(z) for z in zeros)
+
+
+@jax.custom_jvp
+def _nan_derivative(failed: Array, x: Array) -> Array:
+    """x, with a NaN tangent where `failed` (forward mode)."""
+    return x
+
+
+@_nan_derivative.defjvp
+def _nan_derivative_jvp(primals, tangents):
+    failed, x = primals
+    return x, tangents[1] * jnp.where(failed, jnp.nan, 1.0).astype(x.dtype)
+
+
+@jax.custom_vjp
+def _nan_cotangent(failed: Array, x: Array) -> Array:
+    """x, whose gradient is NaN where `failed` and the loss reads it (a nonzero cotangent),
+    as `_nan_past_read` (reverse mode)."""
+    return x
+
+
+def _nan_cotangent_fwd(failed: Array, x: Array):
+    return x, failed
+
+
+def _nan_cotangent_bwd(failed: Array, cotangent: Array):
+    return None, _nan_where_read(failed, cotangent)
+
+
+def _nan_where_read(mask: Array, cotangent: Array) -> Array:
+    """The cotangent, NaN where `mask` (over its first axis) and the loss reads the output
+    (a nonzero cotangent), zero where it does not."""
+    read = jnp.where(cotangent != 0, jnp.nan, 0.0).astype(cotangent.dtype)
+    return jnp.where(_along_first_axis(mask, cotangent), read, cotangent)
+
+
+_nan_cotangent.defvjp(_nan_cotangent_fwd, _nan_cotangent_bwd)
+
+
+@jax.custom_jvp
+def _frozen(ok: Array, x: Array) -> Array:
+    """x where the initial state is valid (`ok`), else zeros (a frozen sample that costs a
+    batch nothing); its derivative is NaN where it is not valid: the outputs are NaN there,
+    and a gradient with respect to the initial state must be NaN too, not zero."""
+    return jnp.where(ok, x, 0.0)
+
+
+@_frozen.defjvp
+def _frozen_jvp(primals, tangents):
+    ok, x = primals
+    _, dx = tangents
+    return _frozen(ok, x), dx * jnp.where(ok, 1.0, jnp.nan).astype(dx.dtype)
+
+
 @jax.custom_vjp
 def _nan_past_read(past: Array, x: Array) -> Array:
     """`_nan_past` for reverse mode: there the cotangent of a NaN output the loss does not
@@ -340,8 +403,7 @@ def _nan_past_read_fwd(past: Array, x: Array):
 
 
 def _nan_past_read_bwd(past: Array, cotangent: Array):
-    read = jnp.where(cotangent != 0, jnp.nan, 0.0).astype(cotangent.dtype)
-    return None, jnp.where(_along_first_axis(past, cotangent), read, cotangent)
+    return None, _nan_where_read(past, cotangent)
 
 
 _nan_past_read.defvjp(_nan_past_read_fwd, _nan_past_read_bwd)
@@ -462,7 +524,7 @@ def _solve(
     # An invalid initial state (NaN, inconsistent) is replaced by zeros and frozen, so that
     # it costs a batch nothing; its outputs are NaN and its result code says why.
     y0, representable = space.initial_state(
-        mechanism, structure, t0, jnp.where(ok, q0, 0.0), jnp.where(ok, qd0, 0.0), params,
+        mechanism, structure, t0, _frozen(ok, q0), _frozen(ok, qd0), params,
         options.consistency_tol,
     )  # fmt: skip
     ok = ok & representable
@@ -572,7 +634,11 @@ def _solve(
         energy=None if energy is None else nan_past(energy),
         stats=stats,
         result=result,
-        t_final=t_final,
+        # The time a failure condition was detected (a step's end, not a located root) has
+        # no derivative the solve knows: NaN where read, by rule.
+        t_final=(_nan_derivative if forward_mode else _nan_cotangent)(
+            result != RESULTS.successful, t_final + _zero_along(q0, qd0, t0, t1, params)
+        ),
         event=event_index,
         method=space.name,
     )
