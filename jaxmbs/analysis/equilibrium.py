@@ -32,6 +32,7 @@ unrolled iterations; the start is held constant in it (the root does not depend 
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -87,18 +88,44 @@ def equilibrium(
     p = merge_params(mechanism.params, params, q_guess.dtype)
     finite_params(p)
     structure = resolve_structure(mechanism, q_guess if is_concrete(q_guess) else None, t)
-    rows = np.asarray(structure.independent_holonomic_rows, dtype=int)
-    n = mechanism.n
+    rows = tuple(int(r) for r in structure.independent_holonomic_rows)
     t = jnp.asarray(t, q_guess.dtype)
+    q, converged, force_balance, drift, scale = _newton(
+        mechanism, rows, q_guess, t, p, tol, max_steps
+    )
+    if is_concrete(converged) and not bool(converged):
+        # Under jax.grad these are tracers of concrete values: their values, not tangents.
+        force_balance, drift, scale = map(
+            float, jax.lax.stop_gradient((force_balance, drift, scale))
+        )
+        raise RuntimeError(
+            f"equilibrium did not converge in {max_steps} Newton steps: force balance "
+            f"|Q − Cᵀλ| = {force_balance:.2e} (largest applied force {scale:.2e}), "
+            f"|Φ| = {drift:.2e} — no isolated equilibrium near the guess (a neutral "
+            "direction: a free rotation, a mechanism without restoring forces), or a guess "
+            "too far from one"
+        )
+    return jnp.where(converged, q, jnp.nan)
+
+
+# Compiled once per mechanism, rows and options: a design study calls it again and again.
+@eqx.filter_jit
+def _newton(
+    mechanism: Mechanism, rows: tuple[int, ...], q_guess: Array, t: Array, p: Params,
+    tol: float, max_steps: int,
+) -> tuple[Array, Array, Array, Array, Array]:  # fmt: skip
+    """Newton's method on R(q, λ) = 0 (module docstring) from `_start`: q, whether it
+    converged, and at the last iterate max |Q − Cᵀλ|, max |Φ_I| and the force scale."""
+    n, index = mechanism.n, np.asarray(rows, dtype=int)
 
     def forces(q, p):
         return mechanism.forces(t, q, jnp.zeros_like(q), p)
 
     def jacobian(q, p):
-        return constraint_jacobian(mechanism, q, t, p)[rows]
+        return constraint_jacobian(mechanism, q, t, p)[index]
 
     def phi(q, p):
-        return position_residual(mechanism, q, t, p)[rows]
+        return position_residual(mechanism, q, t, p)[index]
 
     q0, lam0, scale = jax.lax.stop_gradient(_start(forces, jacobian, phi, q_guess, p))
 
@@ -114,18 +141,14 @@ def equilibrium(
         max_steps=max_steps,
         throw=False,
     )
-    converged = solution.result == optx.RESULTS.successful
-    if is_concrete(converged) and not bool(converged):
-        # Under jax.grad these are tracers of concrete values: their values, not tangents.
-        r, scale = jax.lax.stop_gradient((residual(solution.value, p), scale))
-        raise RuntimeError(
-            f"equilibrium did not converge in {max_steps} Newton steps: force balance "
-            f"|Q − Cᵀλ| = {float(jnp.max(jnp.abs(r[:n]))) * float(scale):.2e} (largest applied "
-            f"force {float(scale):.2e}), |Φ| = {float(jnp.max(jnp.abs(r[n:]), initial=0.0)):.2e}"
-            " — no isolated equilibrium near the guess (a neutral direction: a free rotation, "
-            "a mechanism without restoring forces), or a guess too far from one"
-        )
-    return jnp.where(converged, solution.value[:n], jnp.nan)
+    r = residual(solution.value, p)
+    return (
+        solution.value[:n],
+        solution.result == optx.RESULTS.successful,
+        jnp.max(jnp.abs(r[:n])) * scale,
+        jnp.max(jnp.abs(r[n:]), initial=0.0),
+        scale,
+    )
 
 
 def _start(forces, jacobian, phi, q_guess: Array, p) -> tuple[Array, Array, Array]:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -46,7 +47,7 @@ from ..integrate.dynamics import accelerations
 from ..integrate.inputs import merge_params
 from ..kinematics import inertia
 from ..kinematics.constraints import constraint_jacobian, position_residual, velocity_residual
-from ..kinematics.structure import pivoted_row_selection, resolve_structure
+from ..kinematics.structure import pivoted_row_selection, with_known_structure
 from ..model.mechanism import Mechanism
 
 
@@ -133,18 +134,35 @@ def linearize(
         raise ValueError("linearize: q or qd is not finite (NaN or inf)")
     p = merge_params(mechanism.params, params, jnp.result_type(float))
     finite_params(p)
-    structure = resolve_structure(mechanism, q, t)
+    mechanism = with_known_structure(mechanism, q, t)
+    structure = mechanism.structure
     n = mechanism.n
     t = jnp.asarray(t, dtype=jnp.result_type(float))
-    at_equilibrium = _check_state(
-        mechanism, q, qd, t, p, method, structure, consistency_tol, equilibrium_tol,
-        equilibrium_only,
-    )  # fmt: skip
+    q, qd = jnp.asarray(q), jnp.asarray(qd)
+    report = _state_report(mechanism, method, q, qd, t, p)
+    at_equilibrium = _check_state(report, consistency_tol, equilibrium_tol, equilibrium_only)
     holonomic = np.asarray(structure.independent_holonomic_rows, dtype=int)
     all_rows = np.asarray(structure.independent_rows, dtype=int)
-    C = np.asarray(constraint_jacobian(mechanism, jnp.asarray(q), t, p))
+    C = np.asarray(report["C"])
     P = _independent(C[holonomic], n) if holonomic.size else np.arange(n)
     V = _independent(C[all_rows], n) if all_rows.size else np.arange(n)
+    A = _state_matrix(mechanism, method, tuple(P.tolist()), tuple(V.tolist()), q, qd, t, p)
+    names = mechanism.coordinate_names
+    return Linearization(A, tuple(names[i] for i in P), tuple(names[i] for i in V), at_equilibrium)
+
+
+# Compiled once per mechanism, method and choice of coordinates: a design study calls it
+# again and again (traced op by op, a pendulum took ~1 s a call).
+@eqx.filter_jit
+def _state_matrix(
+    mechanism: Mechanism, method, P: tuple[int, ...], V: tuple[int, ...], q, qd, t, p
+) -> Array:
+    """A = ∂ẋ/∂x at x = (q_P, v) (module docstring), P and V the independent positions and
+    velocities."""
+    structure, n = mechanism.structure, mechanism.n
+    P, V = np.asarray(P, dtype=int), np.asarray(V, dtype=int)
+    holonomic = np.asarray(structure.independent_holonomic_rows, dtype=int)
+    all_rows = np.asarray(structure.independent_rows, dtype=int)
     D_q, D_v = np.setdiff1d(np.arange(n), P), np.setdiff1d(np.arange(n), V)
 
     def positions(q_p):
@@ -155,7 +173,7 @@ def linearize(
         q_d = q[D_q]
         if D_q.size:
             newton = optx.Newton(rtol=1e-13, atol=1e-13)
-            q_d = optx.root_find(phi, newton, jnp.asarray(q_d), q_p, max_steps=20).value
+            q_d = optx.root_find(phi, newton, q_d, q_p, max_steps=20).value
         return jnp.zeros(n, q_p.dtype).at[P].set(q_p).at[D_q].set(q_d)
 
     def velocities(q_, v):
@@ -172,34 +190,41 @@ def linearize(
         qdd = accelerations(mechanism, q_, qd_, t, p, method=method, structure=structure)
         return jnp.concatenate([qd_[P], qdd[V]])
 
-    x0 = jnp.concatenate([jnp.asarray(q[P]), jnp.asarray(qd[V])])
-    A = jax.jacfwd(field)(x0)
-    names = mechanism.coordinate_names
-    return Linearization(A, tuple(names[i] for i in P), tuple(names[i] for i in V), at_equilibrium)
+    return jax.jacfwd(field)(jnp.concatenate([q[P], qd[V]]))
+
+
+@eqx.filter_jit
+def _state_report(mechanism: Mechanism, method, q, qd, t, p) -> dict[str, Array]:
+    """What the checks of the state read: max |Φ|, max |c|, max |q̇|, max |q̈|, the scale
+    max |M⁻¹Q(t, q, 0)| of the accelerations, and C."""
+    qdd = accelerations(mechanism, q, qd, t, p, method=method, structure=mechanism.structure)
+    free = jnp.linalg.solve(
+        inertia.mass_matrix(mechanism, q, p), mechanism.forces(t, q, jnp.zeros_like(q), p)
+    )
+    return {
+        "phi": jnp.max(jnp.abs(position_residual(mechanism, q, t, p)), initial=0.0),
+        "c": jnp.max(jnp.abs(velocity_residual(mechanism, q, qd, t, p)), initial=0.0),
+        "speed": jnp.max(jnp.abs(qd)),
+        "imbalance": jnp.max(jnp.abs(qdd)),
+        "scale": jnp.max(jnp.abs(free)),
+        "C": constraint_jacobian(mechanism, q, t, p),
+    }
 
 
 def _check_state(
-    mechanism: Mechanism, q, qd, t, p, method, structure, consistency_tol: float,
-    equilibrium_tol: float, equilibrium_only: bool,
-) -> bool:  # fmt: skip
+    report: dict, consistency_tol: float, equilibrium_tol: float, equilibrium_only: bool
+) -> bool:
     """Refuse an inconsistent state; whether it is an equilibrium (module docstring), and
     with `equilibrium_only` refuse one that is not."""
-    q, qd = jnp.asarray(q), jnp.asarray(qd)
-    phi = float(jnp.max(jnp.abs(position_residual(mechanism, q, t, p)), initial=0.0))
-    c = float(jnp.max(jnp.abs(velocity_residual(mechanism, q, qd, t, p)), initial=0.0))
+    phi, c, speed, imbalance, scale = (
+        float(report[k]) for k in ("phi", "c", "speed", "imbalance", "scale")
+    )
     if not (phi <= consistency_tol and c <= consistency_tol):
         raise ValueError(
             f"linearize: inconsistent state: |Φ(q)| = {phi:.2e}, |c(q, q̇)| = {c:.2e} exceed "
             f"consistency_tol = {consistency_tol:g}; use jaxmbs.equilibrium (or "
             "jaxmbs.assemble) for a consistent state"
         )
-    qdd = accelerations(mechanism, q, qd, t, p, method=method, structure=structure)
-    free = jnp.linalg.solve(
-        inertia.mass_matrix(mechanism, q, p), mechanism.forces(t, q, jnp.zeros_like(q), p)
-    )
-    speed = float(jnp.max(jnp.abs(qd)))
-    imbalance = float(jnp.max(jnp.abs(qdd)))
-    scale = float(jnp.max(jnp.abs(free)))
     at_equilibrium = speed <= equilibrium_tol and imbalance <= equilibrium_tol * scale
     if equilibrium_only and not at_equilibrium:
         raise ValueError(
