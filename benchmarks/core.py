@@ -311,7 +311,7 @@ def gradient_cost(method="banded", t1=1.0, repeats=5) -> dict:
     def crank_angle(x, adjoint):
         params = {n: mech.params[n] * (1.0 + x[i]) for i, n in enumerate(names)}
         q0, qd0 = jaxmbs.consistent_state(
-            mech, q_nominal, (2.0 + x[8]) * unit_qd, params, fixed=(2,)
+            mech, q_nominal, (2.0 + x[8]) * unit_qd, params=params, fixed=(2,)
         )
         sol = jaxmbs.simulate(
             mech, q0, qd0, (0.0, t1 + x[9]), params=params, method=method, rtol=TOL, atol=TOL,

@@ -65,7 +65,7 @@ class Problem:
 
     def initial_state(self, params):
         return jaxmbs.consistent_state(
-            self.mechanism, self.q_ref, self.qd_ref, params, fixed=("crank.phi",)
+            self.mechanism, self.q_ref, self.qd_ref, params=params, fixed=("crank.phi",)
         )
 
     def curve(self, x):

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import equinox as eqx
@@ -50,9 +50,9 @@ def consistent_state(
     mechanism: Mechanism,
     q_guess: ArrayLike,
     qd_guess: ArrayLike,
-    params: Params | None = None,
-    *,
     t0: float = 0.0,
+    *,
+    params: Params | None = None,
     fixed: Sequence[int | str] = (),
     iterations: int = 8,
 ) -> tuple[Array, Array]:
@@ -80,6 +80,11 @@ def consistent_state(
 
     **Returns:** `(q0, qd0)`; check `position_residual` if convergence is in doubt.
     """
+    if isinstance(t0, Mapping):
+        raise TypeError(
+            "consistent_state(mechanism, q_guess, qd_guess, t0, *, params=...): the fourth "
+            "argument is the time, as in assemble; pass the parameters as params="
+        )
     params = mechanism.params if params is None else params
     structure = mechanism.structure
     if structure is None:

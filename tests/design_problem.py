@@ -40,7 +40,7 @@ def design_problem():
         return {**nominal, **{k: nominal[k] * jnp.exp(x[i]) for i, k in enumerate(NAMES)}}
 
     def initial_state(p):
-        return jaxmbs.consistent_state(mech, q_ref, qd_ref, p, fixed=("crank.phi",))
+        return jaxmbs.consistent_state(mech, q_ref, qd_ref, params=p, fixed=("crank.phi",))
 
     truth = jaxmbs.simulate(mech, q_ref, qd_ref, (0.0, TS[-1]), saveat=TS, **SOLVE)
     target = jax.vmap(observe, in_axes=(0, 0, 0, None))(truth.ts, truth.q, truth.qd, None)

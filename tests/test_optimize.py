@@ -55,7 +55,7 @@ def test_consistent_state_derivative_is_the_implicit_function_one(problem):
     x0 = jnp.asarray(X0)
 
     def q0_of(x, q_guess, fixed=("crank.phi",)):
-        return jaxmbs.consistent_state(mech, q_guess, qd_ref, to_params(x), fixed=fixed)[0]
+        return jaxmbs.consistent_state(mech, q_guess, qd_ref, params=to_params(x), fixed=fixed)[0]
 
     fwd = jax.jit(jax.jacfwd(q0_of, argnums=(0, 1)))(x0, q_ref)
     rev = jax.jit(jax.jacrev(q0_of, argnums=(0, 1)))(x0, q_ref)
@@ -80,7 +80,9 @@ def test_consistent_state_derivative_is_the_implicit_function_one(problem):
     # Second derivatives go through the rule too (a Hessian of a design loss: forward over
     # reverse), against central differences of the gradient.
     def loss(x):
-        q, qd = jaxmbs.consistent_state(mech, q_ref, qd_ref, to_params(x), fixed=("crank.phi",))
+        q, qd = jaxmbs.consistent_state(
+            mech, q_ref, qd_ref, params=to_params(x), fixed=("crank.phi",)
+        )
         return jnp.sum(q**2) + jnp.sum(qd**3)
 
     hessian = jax.jit(jax.hessian(loss))(x0)
