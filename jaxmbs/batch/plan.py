@@ -6,6 +6,8 @@ sample (`jaxmbs.batch.run` does)."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import types
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -18,8 +20,8 @@ import numpy as np
 from jax.sharding import Mesh
 
 from .._internal.linalg import MAX_BLOCK
-from ..formulations import AbstractFormulation, get_formulation
-from ..integrate import AbstractStabilization, get_stabilization
+from ..formulations import get_formulation
+from ..integrate import get_stabilization, simulate
 from ._outputs import named_leaves
 from .checkpoint import ON_DAMAGED, ChunkStore, check_directory, fingerprint
 from .result import check_save_path
@@ -33,6 +35,16 @@ BATCH_KEYS = ("q0", "qd0", "params")
 AXIS = "batch"
 #: Per-sample keyword arguments that `monte_carlo` sets itself.
 RESERVED = ("throw", "params", "progress_meter")
+#: `jaxmbs.simulate`'s options and their defaults, read once from its signature: those a
+#: call of `monte_carlo` passes through (`**simulate_kwargs`), less the reserved ones and
+#: `saveat` (an argument of its own, fingerprinted with the times).
+SIMULATE_DEFAULTS = types.MappingProxyType(
+    {
+        name: parameter.default
+        for name, parameter in inspect.signature(simulate).parameters.items()
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY and name not in (*RESERVED, "saveat")
+    }
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,13 +149,14 @@ def _check_options(simulate_options: Mapping[str, Any], on_damaged_chunk: str) -
 def _open_store(
     plan: Plan, directory: Path, options: Mapping[str, Any], on_damaged: str
 ) -> ChunkStore:
-    """The checkpoint store of the study, opened under its fingerprint."""
+    """The checkpoint store of the study: everything that defines its results is in the
+    fingerprint, `simulate`'s options with their defaults included (`SIMULATE_DEFAULTS`)."""
     digests = fingerprint(
         {
             "mechanism": _static_description(plan.mechanism),
             "inputs": {key: (plan.inputs[key], plan.mask[key]) for key in plan.inputs},
             "times": {"t_span": plan.t_span, "saveat": plan.saveat},
-            "options": {**options, "vectorize": plan.vectorize},
+            "options": {**SIMULATE_DEFAULTS, **options, "vectorize": plan.vectorize},
             "chunks": {"n_samples": plan.size, "chunk_size": plan.chunk},
             "numerics": {
                 "dtype": str(plan.dtype),
@@ -156,16 +169,9 @@ def _open_store(
     return ChunkStore.open(directory, digests, info, on_damaged)
 
 
-def lapack_free(
-    mechanism: Mechanism,
-    *,
-    method: str | AbstractFormulation = "auto",
-    stabilization: str | AbstractStabilization = "projection",
-    solver: diffrax.AbstractSolver | None = None,
-    check_rank: bool = True,
-    **_,
-) -> bool:
-    """Whether [`jaxmbs.simulate`][] with these options calls no LAPACK routine for this
+def lapack_free(mechanism: Mechanism, **simulate_options) -> bool:
+    """Whether [`jaxmbs.simulate`][] with these options (its own defaults for the others;
+    options that do not matter here are ignored) calls no LAPACK routine for this
     mechanism, so that vmapping it on CPU is fast and safe (see the module notes of
     `jaxmbs.batch.monte_carlo`).
 
@@ -175,13 +181,15 @@ def lapack_free(
     multipliers need a dense solve) and a rank check (if any) on at most `MAX_BLOCK`
     independent rows (`jaxmbs._internal.linalg.orthonormal_rows`).
     """
+    options = {**SIMULATE_DEFAULTS, **simulate_options}
     structure = mechanism.structure
+    solver = options["solver"]
     return (
         structure is not None
-        and get_formulation(method, structure).lapack_free(structure)
-        and get_stabilization(stabilization).lapack_free(structure)
+        and get_formulation(options["method"], structure).lapack_free(structure)
+        and get_stabilization(options["stabilization"]).lapack_free(structure)
         and (solver is None or isinstance(solver, diffrax.AbstractERK))
-        and not (check_rank and structure.rank > MAX_BLOCK)
+        and not (options["check_rank"] and structure.rank > MAX_BLOCK)
     )
 
 
