@@ -93,7 +93,8 @@ def test_float32_runs(float32):
         mech, q0, qd0, (0.0, 2.0), rtol=1e-5, atol=1e-5, saveat=jnp.linspace(0, 2, 11)
     )
     assert sol.q.dtype == jnp.float32 and bool(sol.result == jaxmbs.RESULTS.successful)
-    # float32 accuracy: residuals at the level of its round-off, energy to ~1e-5.
+    # float32 accuracy: residuals at the level of its round-off (measured 6e-8), energy to
+    # 1e-4 (measured drift 3.7e-5: float32 round-off in E = T + V accumulated over the run).
     assert float(jnp.max(sol.position_residual)) < 1e-5
     drift = np.max(np.abs(np.asarray(sol.energy) / float(sol.energy[0]) - 1))
     assert drift < 1e-4

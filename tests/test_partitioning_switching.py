@@ -67,8 +67,9 @@ def _compare(mech, q0, qd0, t1, independent, **kwargs):
     method = jaxmbs.PartitionedCoordinates(independent=independent)
     sol = jaxmbs.simulate(mech, q0, qd0, (0.0, t1), method=method, **common)
     assert bool(sol.successful) and bool(reference.successful)
+    # measured: q 1.6e-10, 4.1e-10, 2.1e-12; q̇ 1.0e-9, 3.8e-9, 5.1e-12 (the tests in order)
     np.testing.assert_allclose(sol.q, reference.q, atol=1e-8)
-    np.testing.assert_allclose(sol.qd, reference.qd, atol=1e-7)
+    np.testing.assert_allclose(sol.qd, reference.qd, atol=1e-8)
     return sol
 
 

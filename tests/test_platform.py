@@ -84,8 +84,10 @@ def test_energy_balance(solutions):
         work = mech.params["F"] * (pose[:, 0] - pose[0, 0])
         energy = np.asarray(sol.energy)
         assert np.ptp(energy) > 1.0, kind  # energy is exchanged with the force's work
-        # 1e-10 of the energy scale (total weight × 1 m ≈ 90 J).
-        assert_close(energy - energy[0], work, 0, 1e-8, what=kind)
+        # 1e-10 of the energy scale (total weight × 1 m ≈ 90 J; measured 1.1e-9 J).
+        p = mech.params
+        scale = p["g"] * (6 * p["m_rod"] + p["m_platform"]) * 1.0
+        assert_close(energy - energy[0], work, 0, 1e-10 * scale, what=kind)
 
 
 def test_gradient_wrt_platform_mass(mechanisms):

@@ -97,8 +97,9 @@ def test_tyre_lift_off_is_smooth_and_zero_off_the_road(car):
     centred = (force[2:] - force[:-2]) / (2 * (delta[1] - delta[0]))
     assert float(jnp.max(jnp.abs(slope[1:-1] - centred))) < 1e-3 * p["k_tyre"]
     assert float(slope[0]) < 1e-4 * p["k_tyre"] and abs(float(slope[-1]) / p["k_tyre"] - 1) < 1e-3
-    # 5–10 mm off the road: at most k ε²/(4 · 5 mm) = 0.1 N, falling as 1/|δ|
-    assert float(jnp.max(jnp.abs(force[:5000]))) < 1e-4 * weight(p)
+    # 5–10 mm off the road: at most k ε²/(4 · 5 mm) = 0.1 N, falling as 1/|δ| (measured
+    # 0.090 N on the first 2.5 mm of that range, the part checked)
+    assert float(jnp.max(jnp.abs(force[:5000]))) < 0.1
     in_contact = delta > 0.005
     linear = p["k_tyre"] * delta - 0.5 * p["c_tyre"]
     assert float(jnp.max(jnp.abs(force - linear)[in_contact])) < 1e-4 * weight(p)

@@ -308,7 +308,7 @@ def test_banded_derivative_of_accelerations(long_chain):
     assert relative_error(g, 2.0 * jnp.dot(qdd("qr", 1.3), d_qr)) < 1e-10
     h = 1e-6
     fd = (jnp.sum(qdd("banded", 1.3 + h) ** 2) - jnp.sum(qdd("banded", 1.3 - h) ** 2)) / (2 * h)
-    assert relative_error(g, fd) < 1e-6
+    assert relative_error(g, fd) < 3e-7  # measured 6.3e-8
 
 
 def test_vectorised_joints_equal_joint_by_joint():
