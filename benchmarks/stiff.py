@@ -57,9 +57,7 @@ def stiff_runs(repeats: int = 3) -> dict:
 def _field_cost(n_links: int, repeats: int) -> dict:
     mech = chain.chain(n_links)
     q0, qd0 = chain.initial_state(mech)
-    field = AllCoordinates(get_formulation("qr")).vector_field(
-        mech, mech.structure, NoStabilization()
-    )
+    field = AllCoordinates(get_formulation("qr")).vector_field(mech, NoStabilization())
     args = (mech.params, jnp.ones((), bool))
     y = jnp.concatenate([q0, qd0])
     rhs, _ = compiled(lambda y: field(0.0, y, args), y)

@@ -91,7 +91,7 @@ def test_against_hand_derived_numpy_reference():
     ref = reference.chain_model(4)
     q, qd = chain.initial_state(mech, 0.7)
     qd = jaxmbs.project_velocities(
-        mech, mech.structure, q, jnp.asarray(rng.normal(size=12)), 0.0, mech.params
+        mech, q, jnp.asarray(rng.normal(size=12)), 0.0, mech.params
     )
     qdd = jaxmbs.accelerations(mech, q, qd, 0.0)
     assert_close(

@@ -263,8 +263,8 @@ def long_chain():
 
     @jax.jit
     def consistent(q, qd):
-        q = jaxmbs.project_positions(mech, mech.structure, q, 0.0, mech.params, 12)
-        return q, jaxmbs.project_velocities(mech, mech.structure, q, qd, 0.0, mech.params)
+        q = jaxmbs.project_positions(mech, q, 0.0, mech.params, 12)
+        return q, jaxmbs.project_velocities(mech, q, qd, 0.0, mech.params)
 
     states = [
         consistent(q0 + 0.3 * rng.normal(size=mech.n), rng.normal(0, 2, mech.n)) for _ in range(4)

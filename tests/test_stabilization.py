@@ -100,12 +100,12 @@ def test_sparse_and_dense_projections_agree(model):
     dense = jaxmbs.analyze_structure(mech, q0, sparsity=False)
     assert mech.structure.sparsity is not None and dense.sparsity is None
 
-    def project(structure, q, qd):
-        q = jaxmbs.project_positions(mech, structure, q, 0.0, mech.params, 3)
-        return q, jaxmbs.project_velocities(mech, structure, q, qd, 0.0, mech.params)
+    def project(mech, q, qd):
+        q = jaxmbs.project_positions(mech, q, 0.0, mech.params, 3)
+        return q, jaxmbs.project_velocities(mech, q, qd, 0.0, mech.params)
 
-    q_sparse, qd_sparse = jax.jit(functools.partial(project, mech.structure))(q, qd)
-    q_dense, qd_dense = jax.jit(functools.partial(project, dense))(q, qd)
+    q_sparse, qd_sparse = jax.jit(functools.partial(project, mech))(q, qd)
+    q_dense, qd_dense = jax.jit(functools.partial(project, mech.replace_structure(dense)))(q, qd)
     phi = jaxmbs.position_residual(mech, q_sparse, 0.0, mech.params)
     c = jaxmbs.velocity_residual(mech, q_sparse, qd_sparse, 0.0, mech.params)
     assert float(jnp.max(jnp.abs(q_sparse - q))) > 1e-4  # a real correction
@@ -132,13 +132,12 @@ def test_step_projection_with_one_factorisation(model):
     and, without Pfaffian rows, reused for the velocities) lands on both manifolds from a
     step's drift ε and agrees with the Newton projections to O(ε²)."""
     mech, q, qd, _ = drifted_state(model, 1e-6, seed=9)
-    structure = mech.structure
 
     @jax.jit
     def both(q, qd):
-        step = jaxmbs.integrate.project_state(mech, structure, 2, 0.0, (q, qd), mech.params)
-        q_n = jaxmbs.project_positions(mech, structure, q, 0.0, mech.params, 2)
-        return step, (q_n, jaxmbs.project_velocities(mech, structure, q_n, qd, 0.0, mech.params))
+        step = jaxmbs.integrate.project_state(mech, 2, 0.0, (q, qd), mech.params)
+        q_n = jaxmbs.project_positions(mech, q, 0.0, mech.params, 2)
+        return step, (q_n, jaxmbs.project_velocities(mech, q_n, qd, 0.0, mech.params))
 
     (q_s, qd_s), (q_n, qd_n) = both(q, qd)
     phi = jaxmbs.position_residual(mech, q_s, 0.0, mech.params)
@@ -163,7 +162,7 @@ def test_step_projection_derivative(model):
     v = jax.tree.map(lambda leaf: jnp.asarray(rng.normal(size=np.shape(leaf))), x)
 
     def project(t, q, qd, params):
-        return jaxmbs.integrate.project_state(mech, mech.structure, 2, t, (q, qd), params)
+        return jaxmbs.integrate.project_state(mech, 2, t, (q, qd), params)
 
     def along(h):
         return jnp.concatenate(project(*jax.tree.map(lambda a, b: a + h * b, x, v)))

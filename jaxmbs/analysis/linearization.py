@@ -187,7 +187,7 @@ def _state_matrix(
     def field(x):
         q_ = positions(x[: P.size])
         qd_ = velocities(q_, x[P.size :])
-        qdd = accelerations(mechanism, q_, qd_, t, p, method=method, structure=structure)
+        qdd = accelerations(mechanism, q_, qd_, t, p, method=method)
         return jnp.concatenate([qd_[P], qdd[V]])
 
     return jax.jacfwd(field)(jnp.concatenate([q[P], qd[V]]))
@@ -197,7 +197,7 @@ def _state_matrix(
 def _state_report(mechanism: Mechanism, method, q, qd, t, p) -> dict[str, Array]:
     """What the checks of the state read: max |Φ|, max |c|, max |q̇|, max |q̈|, the scale
     max |M⁻¹Q(t, q, 0)| of the accelerations, and C."""
-    qdd = accelerations(mechanism, q, qd, t, p, method=method, structure=mechanism.structure)
+    qdd = accelerations(mechanism, q, qd, t, p, method=method)
     free = jnp.linalg.solve(
         inertia.mass_matrix(mechanism, q, p), mechanism.forces(t, q, jnp.zeros_like(q), p)
     )

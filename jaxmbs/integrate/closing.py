@@ -104,8 +104,9 @@ class _SwitchVariant(AbstractStateFunction):
         return y, switched
 
 
-def _initial_variant(mechanism, structure, resolved, t0, q0, params) -> Array:
+def _initial_variant(mechanism, resolved, t0, q0, params) -> Array:
     """The variant whose independent set has the best criterion at q0."""
+    structure = mechanism.structure
     if structure.rank:
         C = constraint_jacobian(mechanism, q0, t0, params)[jnp.asarray(structure.independent_rows)]
         W = tangent_rows(inertia.mass_matrix(mechanism, q0, params), C)
@@ -167,7 +168,8 @@ class ClosingConditions(AbstractSwitchingStateSpace):
     def name(self) -> str:
         return "closing-conditions"
 
-    def prepare(self, mechanism, structure):
+    def prepare(self, mechanism):
+        structure = mechanism.structure
         resolved = tuple(resolve_variant(mechanism, v) for v in self.variants)
         if len({len(r.ind) for r in resolved}) != 1:
             raise ValueError(
@@ -182,10 +184,10 @@ class ClosingConditions(AbstractSwitchingStateSpace):
             )
         return ClosingConditions(self.variants, self.variant, self.switching, resolved=resolved)
 
-    def initial_state(self, mechanism, structure, t0, q0, qd0, params, consistency_tol):
+    def initial_state(self, mechanism, t0, q0, qd0, params, consistency_tol):
         resolved = self.resolved
         if self.variant is None:
-            active = _initial_variant(mechanism, structure, resolved, t0, q0, params)
+            active = _initial_variant(mechanism, resolved, t0, q0, params)
         else:
             active = jnp.asarray(self.variant, jnp.int32)
         table = jnp.asarray(np.array([r.ind for r in resolved]))
@@ -195,22 +197,22 @@ class ClosingConditions(AbstractSwitchingStateSpace):
         _, qd_rec, _ = _variant_criteria(mechanism, resolved, t0, y0, params)
         scale = jnp.maximum(1.0, jnp.max(jnp.abs(qd0)))
         representable = jnp.max(jnp.abs(qd_rec - qd0)) <= consistency_tol * scale
-        switch = _SwitchVariant(mechanism, structure, resolved, self.switching)
+        switch = _SwitchVariant(mechanism, resolved, self.switching)
         y0, _ = switch(t0, y0, (params, representable))
         return y0, representable
 
-    def vector_field(self, mechanism, structure, stabilization):
-        return _MinimalField(mechanism, structure, self.resolved)
+    def vector_field(self, mechanism, stabilization):
+        return _MinimalField(mechanism, self.resolved)
 
-    def wrap_solver(self, solver, mechanism, structure, stabilization):
-        switch = _SwitchVariant(mechanism, structure, self.resolved, self.switching)
+    def wrap_solver(self, solver, mechanism, stabilization):
+        switch = _SwitchVariant(mechanism, self.resolved, self.switching)
         return SwitchingSolver(solver, switch)
 
-    def physical_state(self, mechanism, structure, t, y, params):
+    def physical_state(self, mechanism, t, y, params):
         q, qd, _ = _variant_criteria(mechanism, self.resolved, t, y, params)
         return q, qd
 
-    def outputs(self, mechanism, structure, stabilization, t, y, params):
+    def outputs(self, mechanism, stabilization, t, y, params):
         qI, vI, active_f, branches = y
         index = _index(jnp.where(jnp.isfinite(active_f), active_f, 0.0))
 
@@ -219,10 +221,10 @@ class ClosingConditions(AbstractSwitchingStateSpace):
             return terms.q, terms.qd, qdd
 
         q, qd, qdd = _active(self.resolved, index, of)
-        lam = multipliers_from_accelerations(mechanism, structure, t, q, qd, qdd, params)
+        lam = multipliers_from_accelerations(mechanism, t, q, qd, qdd, params)
         return q, qd, qdd, lam
 
-    def singular_conditions(self, mechanism, structure):
+    def singular_conditions(self, mechanism):
         """The active variant's κ below `switching.singular_tol`."""
         resolved, switching = self.resolved, self.switching
 

@@ -19,7 +19,7 @@ from ..kinematics.constraints import (
     position_residual,
     velocity_residual_and_gamma,
 )
-from ..kinematics.structure import Structure, resolve_structure
+from ..kinematics.structure import with_known_structure
 from .stabilization import AbstractStabilization, NoStabilization
 
 if TYPE_CHECKING:
@@ -60,7 +60,6 @@ def accelerations_and_multipliers(
     *,
     method: str | AbstractFormulation = "auto",
     stabilization: AbstractStabilization | None = None,
-    structure: Structure | None = None,
     multipliers: bool = True,
 ) -> tuple[Array, Array | None]:
     """Accelerations q̈ and minimum-norm Lagrange multipliers λ (rows of [Φ ; ψ]) at one state.
@@ -71,7 +70,8 @@ def accelerations_and_multipliers(
     state_vector(mechanism, q)
     state_vector(mechanism, qd, "qd")
     params = mechanism.params if params is None else params
-    structure = structure or resolve_structure(mechanism, q, t)
+    mechanism = with_known_structure(mechanism, q, t)
+    structure = mechanism.structure
     formulation = get_formulation(method, structure)
     M, Q, C, gamma = equation_terms(
         mechanism, formulation, stabilization or NoStabilization(), t, q, qd, params
@@ -86,7 +86,7 @@ def accelerations(
     **options,
 ) -> Array:  # fmt: skip
     """Accelerations q̈ at one state, without the multipliers; `options` (`method`,
-    `stabilization`, `structure`) as `accelerations_and_multipliers`."""
+    `stabilization`) as `accelerations_and_multipliers`."""
     return accelerations_and_multipliers(mechanism, q, qd, t, params, multipliers=False, **options)[
         0
     ]

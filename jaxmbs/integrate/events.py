@@ -106,13 +106,13 @@ def gram_rank_test(structure: Structure, rtol: float):
 
 def rank_condition(
     mechanism: Mechanism,
-    structure: Structure,
     rtol: float,
     positions: Callable[[Array, PyTree, Params], Array],
 ) -> Callable[..., Array]:
     """The event condition `(t, y, args) -> bool`: the constraint Jacobian at the positions
     q = `positions(t, y, params)` of the integrated state y has changed rank (the test of the
     module notes). `args` = (params, valid); an invalid sample never triggers it."""
+    structure = mechanism.structure
     if screened_by_gram(structure):
         test = gram_rank_test(structure, rtol)
 
@@ -138,9 +138,10 @@ def rank_condition(
     return rank_changed
 
 
-def relative_pivot(mechanism: Mechanism, structure: Structure, t, q: Array, params: Params):
+def relative_pivot(mechanism: Mechanism, t, q: Array, params: Params):
     """min_k |R_kk| / max(max_k |R_kk|, 1) of the QR of C_Iᵀ at (t, q): how close the
     independent rows are to losing rank (1 for a mechanism without constraints)."""
+    structure = mechanism.structure
     if structure.rank == 0:
         return jnp.ones((), q.dtype)
     C = constraint_jacobian(mechanism, q, t, params)[np.asarray(structure.independent_rows)]
@@ -148,11 +149,12 @@ def relative_pivot(mechanism: Mechanism, structure: Structure, t, q: Array, para
     return jnp.min(d) / _scale(d)
 
 
-def mass_pivot(mechanism: Mechanism, structure: Structure, q: Array, params: Params):
+def mass_pivot(mechanism: Mechanism, q: Array, params: Params):
     """min_k L_kk / max_k L_kk of the Cholesky factor of M(q): how close the mass matrix is
     to singular (the lock of a body in Euler angles, where sin θ = 0; NaN where M is not
     positive definite). With the sparsity known, M is factorised by its diagonal blocks
     (`banded.mass_factor`: unrolled kernels, no LAPACK call under `vmap`)."""
+    structure = mechanism.structure
     M = inertia.mass_matrix(mechanism, q, params)
     if structure.sparsity is None or structure.rank == 0:  # no band plan without rows
         d = jnp.diagonal(linalg.cholesky(M))

@@ -42,7 +42,6 @@ from ..kinematics.criteria import (
     set_criterion,
     tangent_rows,
 )
-from ..kinematics.structure import Structure
 from .stabilization import AbstractStabilization
 from .state_space import AbstractStateFunction
 from .switching import (
@@ -59,8 +58,9 @@ if TYPE_CHECKING:
 # ----------------------------------------------------------- compact partitioned equations
 
 
-def _velocities(mechanism: Mechanism, structure: Structure, t, q, v, perm, params):
+def _velocities(mechanism: Mechanism, t, q, v, perm, params):
     """q̇ = Dᵀv_I + [0; η] (eqs 7, 9), with Dᵀ and the LU factors of C_D for reuse."""
+    structure = mechanism.structure
     k, n = structure.dof, mechanism.n
     rows = jnp.asarray(structure.independent_rows)
     ind, dep = perm[:k], perm[k:]
@@ -75,7 +75,6 @@ def _velocities(mechanism: Mechanism, structure: Structure, t, q, v, perm, param
 
 def compact_equations(
     mechanism: Mechanism,
-    structure: Structure,
     stabilization: AbstractStabilization,
     t,
     q: Coordinates,
@@ -88,7 +87,8 @@ def compact_equations(
     `perm` lists the independent coordinates first (k of them), then the dependent ones;
     `v` are the independent velocities v_I = q̇_I. One LU factorisation of C_D gives A, η, ξ.
     """
-    qd, Dt, lu = _velocities(mechanism, structure, t, q, v, perm, params)
+    structure = mechanism.structure
+    qd, Dt, lu = _velocities(mechanism, t, q, v, perm, params)
     dep = perm[structure.dof :]
     c, gamma = velocity_residual_and_gamma(mechanism, q, qd, t, params)
     gamma = stabilization.stabilized_gamma(
@@ -116,17 +116,18 @@ class _CompactField(AbstractStateFunction):
     def evaluate(self, t, y, params, valid):
         q, v, perm_f = y
         qd, vd, _ = compact_equations(
-            self.mechanism, self.structure, self.stabilization, t, q, v, _as_perm(perm_f), params
+            self.mechanism, self.stabilization, t, q, v, _as_perm(perm_f), params
         )
         return jnp.where(valid, qd, 0.0), jnp.where(valid, vd, 0.0), jnp.zeros_like(perm_f)
 
 
-def _criteria(mechanism, structure, t, q, perm, params):
+def _criteria(mechanism, t, q, perm, params):
     """κ of the current set, the best set's permutation and κ, the rank pivots of C."""
+    structure = mechanism.structure
     k = structure.dof
     q, params = jax.lax.stop_gradient((q, params))
     M = inertia.mass_matrix(mechanism, q, params)
-    C = independent_rows(mechanism, structure, t, q, params)
+    C = independent_rows(mechanism, t, q, params)
     W = tangent_rows(M, C)
     best = permutation(pivoted_choice(W))
     pivots = jnp.abs(jnp.diag(jnp.linalg.qr(C.T)[1]))
@@ -141,9 +142,9 @@ class _Repartition(AbstractStateFunction):
     def evaluate(self, t, y, params, valid):
         q, v, perm_f = y
         perm = _as_perm(perm_f)
-        current, best, best_value, _ = _criteria(self.mechanism, self.structure, t, q, perm, params)
+        current, best, best_value, _ = _criteria(self.mechanism, t, q, perm, params)
         switched = valid & self.switching.decide(current, best_value, jnp.any(best != perm))
-        qd = _velocities(self.mechanism, self.structure, t, q, v, perm, params)[0]
+        qd = _velocities(self.mechanism, t, q, v, perm, params)[0]
         v_new = qd[best[: self.structure.dof]]
         y = (
             q,
@@ -162,10 +163,8 @@ class _PositionProjector(AbstractStateFunction):
 
     def evaluate(self, t, y, params, valid):
         q, v, perm_f = y
-        projected = self.stabilization.project_positions(
-            self.mechanism, self.structure, t, q, params
-        )
-        holds = self.stabilization.holds(self.mechanism, self.structure, t, projected, params)
+        projected = self.stabilization.project_positions(self.mechanism, t, q, params)
+        holds = self.stabilization.holds(self.mechanism, t, projected, params)
         return (jnp.where(valid, projected, q), v, perm_f), holds | ~valid
 
 
@@ -211,7 +210,8 @@ class PartitionedCoordinates(AbstractSwitchingStateSpace):
     def name(self) -> str:
         return "partitioning"
 
-    def prepare(self, mechanism, structure):
+    def prepare(self, mechanism):
+        structure = mechanism.structure
         if structure.rank == 0 or structure.dof == 0:
             raise ValueError(
                 f"coordinate partitioning needs constraints and degrees of freedom; this "
@@ -229,49 +229,50 @@ class PartitionedCoordinates(AbstractSwitchingStateSpace):
         partition = tuple(int(i) for i in np.argsort(~mask, kind="stable"))
         return PartitionedCoordinates(self.independent, self.switching, partition=partition)
 
-    def initial_state(self, mechanism, structure, t0, q0, qd0, params, consistency_tol):
+    def initial_state(self, mechanism, t0, q0, qd0, params, consistency_tol):
+        structure = mechanism.structure
         k = structure.dof
         if self.partition is None:  # the best by the criterion at q0
-            perm0 = _criteria(mechanism, structure, t0, q0, jnp.arange(mechanism.n), params)[1]
+            perm0 = _criteria(mechanism, t0, q0, jnp.arange(mechanism.n), params)[1]
         else:
             perm0 = jnp.asarray(self.partition, jnp.int32)
         y0 = (q0, qd0[perm0[:k]], perm0.astype(q0.dtype))
         # A bad given partition is replaced at once.
-        repartition = _Repartition(mechanism, structure, self.switching)
+        repartition = _Repartition(mechanism, self.switching)
         y0, _ = repartition(t0, y0, (params, jnp.ones((), bool)))
         return y0, jnp.ones((), bool)
 
-    def vector_field(self, mechanism, structure, stabilization):
-        return _CompactField(mechanism, structure, stabilization)
+    def vector_field(self, mechanism, stabilization):
+        return _CompactField(mechanism, stabilization)
 
-    def wrap_solver(self, solver, mechanism, structure, stabilization):
-        project = _PositionProjector(mechanism, structure, stabilization)
+    def wrap_solver(self, solver, mechanism, stabilization):
+        project = _PositionProjector(mechanism, stabilization)
         return SwitchingSolver(
             solver,
-            _Repartition(mechanism, structure, self.switching),
+            _Repartition(mechanism, self.switching),
             stabilization.end_of_step(project),
         )
 
-    def physical_state(self, mechanism, structure, t, y, params):
+    def physical_state(self, mechanism, t, y, params):
         q, v, perm_f = y
-        return q, _velocities(mechanism, structure, t, q, v, _as_perm(perm_f), params)[0]
+        return q, _velocities(mechanism, t, q, v, _as_perm(perm_f), params)[0]
 
-    def outputs(self, mechanism, structure, stabilization, t, y, params):
+    def outputs(self, mechanism, stabilization, t, y, params):
         q, v, perm_f = y
-        q = stabilization.project_positions(mechanism, structure, t, q, params)
+        q = stabilization.project_positions(mechanism, t, q, params)
         perm = _as_perm(jnp.where(jnp.isfinite(perm_f), perm_f, -1.0))
-        qd, _, qdd = compact_equations(mechanism, structure, stabilization, t, q, v, perm, params)
-        lam = multipliers_from_accelerations(mechanism, structure, t, q, qd, qdd, params)
+        qd, _, qdd = compact_equations(mechanism, stabilization, t, q, v, perm, params)
+        lam = multipliers_from_accelerations(mechanism, t, q, qd, qdd, params)
         return q, qd, qdd, lam
 
-    def singular_conditions(self, mechanism, structure):
+    def singular_conditions(self, mechanism):
         """The current partition's κ below `switching.singular_tol`."""
         switching = self.switching
 
         def partition_singular(t, y, args, **kwargs):
             params, valid = args
             q, _, perm_f = y
-            current = _criteria(mechanism, structure, t, q, _as_perm(perm_f), params)[0]
+            current = _criteria(mechanism, t, q, _as_perm(perm_f), params)[0]
             return (current < switching.singular_tol) & valid
 
         return (partition_singular,)

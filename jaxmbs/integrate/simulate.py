@@ -24,9 +24,8 @@ can be jit-ed, vmapped over q0, q̇0 and the parameters, and differentiated.
 - an initial state that is not finite or consistent → `inconsistent_initial_conditions`.
 
 Every output after `t_final` (and the one output at t1 when `saveat=None`) of a failed run
-is NaN, multiplied in so that gradients through it are NaN too; so are the derivatives of
-the failure time `t_final` itself and, for a refused initial state, those with respect to
-q0 and q̇0.
+is NaN, multiplied in so that gradients through it are NaN too; for a refused initial
+state, so are those with respect to q0 and q̇0.
 """
 
 from __future__ import annotations
@@ -44,7 +43,7 @@ from .._internal.types import Array, ArrayLike, Params, PyTree
 from ..formulations import AbstractFormulation, get_formulation
 from ..formulations.closing import ClosingVariant
 from ..kinematics.constraints import position_residual, velocity_residual
-from ..kinematics.structure import Structure, with_known_structure
+from ..kinematics.structure import with_known_structure
 from .closing import ClosingConditions
 from .events import mass_pivot, rank_condition, relative_pivot
 from .inputs import (
@@ -82,18 +81,18 @@ COLLAPSE_PIVOT = 1e-3
 
 
 def state_space_of(
-    method: str | AbstractFormulation | AbstractStateSpace, structure: Structure | None = None
+    method: str | AbstractFormulation | AbstractStateSpace, mechanism: Mechanism
 ) -> AbstractStateSpace:
     """The state space for `simulate(method=...)`: an `AbstractStateSpace` as it is;
     `"partitioning"` → `PartitionedCoordinates()` (coordinate partitioning that switches
     partitions along the motion); any other formulation (name or instance, `"auto"` chosen
-    for the `structure`) → `AllCoordinates(formulation)`. The fixed-partition formulation is
-    `jaxmbs.CoordinatePartitioning(...)` passed as an instance."""
+    for the mechanism's structure) → `AllCoordinates(formulation)`. The fixed-partition
+    formulation is `jaxmbs.CoordinatePartitioning(...)` passed as an instance."""
     if isinstance(method, AbstractStateSpace):
         return method
     if method == "partitioning":
         return PartitionedCoordinates()
-    return AllCoordinates(get_formulation(method, structure))
+    return AllCoordinates(get_formulation(method, mechanism.structure))
 
 
 def simulate(
@@ -176,8 +175,7 @@ def simulate(
         check_tolerances(rtol, atol, q0.dtype)
     params = merge_params(mechanism.params, params, q0.dtype)
     mechanism = with_known_structure(mechanism.replace_params(params), q0, t0)
-    structure = mechanism.structure
-    space = state_space_of(method, structure).prepare(mechanism, structure)
+    space = state_space_of(method, mechanism).prepare(mechanism)
     options = _Options(
         stabilization=get_stabilization(stabilization),
         solver=diffrax.Tsit5() if solver is None else solver,
@@ -194,7 +192,7 @@ def simulate(
         check = eqx.filter_jit(initial_checks)(mechanism, t0, q0, qd0, params, consistency_tol)
         raise_if_invalid(check, consistency_tol)
     try:
-        solution = _solve(mechanism, structure, space, q0, qd0, t0, t1, saveat, options)
+        solution = _solve(mechanism, space, q0, qd0, t0, t1, saveat, options)
     except TypeError as error:
         if "custom_vjp" not in str(error):
             raise
@@ -209,7 +207,7 @@ def simulate(
         options = eqx.tree_at(
             lambda o: o.adjoint, options, diffrax.ForwardMode(), is_leaf=lambda x: x is None
         )
-        solution = _solve(mechanism, structure, space, q0, qd0, t0, t1, saveat, options)
+        solution = _solve(mechanism, space, q0, qd0, t0, t1, saveat, options)
     return raise_on_failure(solution) if throw else solution
 
 
@@ -328,52 +326,6 @@ def _nan_past(past: Array, x: Array) -> Array:
     return x * jnp.where(_along_first_axis(past, x), jnp.nan, 1.0).astype(x.dtype)
 
 
-def _zero_along(*xs: PyTree) -> Array:
-    """0, whose derivative with respect to every finite floating leaf of `xs` is zero — but
-    present: a NaN derivative rule applied to t_final + 0 reaches the inputs t_final does
-    not otherwise depend on (the step decisions are not differentiated)."""
-    leaves = [x for x in jax.tree_util.tree_leaves(xs) if jnp.issubdtype(x.dtype, jnp.floating)]
-    zeros = [jnp.where(jnp.isfinite(x), x - jax.lax.stop_gradient(x), 0.0) for x in leaves]
-    return 0.0 * sum(jnp.sum(z) for z in zeros)
-
-
-@jax.custom_jvp
-def _nan_derivative(failed: Array, x: Array) -> Array:
-    """x, with a NaN tangent where `failed` (forward mode)."""
-    return x
-
-
-@_nan_derivative.defjvp
-def _nan_derivative_jvp(primals, tangents):
-    failed, x = primals
-    return x, tangents[1] * jnp.where(failed, jnp.nan, 1.0).astype(x.dtype)
-
-
-@jax.custom_vjp
-def _nan_cotangent(failed: Array, x: Array) -> Array:
-    """x, whose gradient is NaN where `failed` and the loss reads it (a nonzero cotangent),
-    as `_nan_past_read` (reverse mode)."""
-    return x
-
-
-def _nan_cotangent_fwd(failed: Array, x: Array):
-    return x, failed
-
-
-def _nan_cotangent_bwd(failed: Array, cotangent: Array):
-    return None, _nan_where_read(failed, cotangent)
-
-
-def _nan_where_read(mask: Array, cotangent: Array) -> Array:
-    """The cotangent, NaN where `mask` (over its first axis) and the loss reads the output
-    (a nonzero cotangent), zero where it does not."""
-    read = jnp.where(cotangent != 0, jnp.nan, 0.0).astype(cotangent.dtype)
-    return jnp.where(_along_first_axis(mask, cotangent), read, cotangent)
-
-
-_nan_cotangent.defvjp(_nan_cotangent_fwd, _nan_cotangent_bwd)
-
-
 @jax.custom_jvp
 def _frozen(ok: Array, x: Array) -> Array:
     """x where the initial state is valid (`ok`), else zeros (a frozen sample that costs a
@@ -403,7 +355,8 @@ def _nan_past_read_fwd(past: Array, x: Array):
 
 
 def _nan_past_read_bwd(past: Array, cotangent: Array):
-    return None, _nan_where_read(past, cotangent)
+    read = jnp.where(cotangent != 0, jnp.nan, 0.0).astype(cotangent.dtype)
+    return None, jnp.where(_along_first_axis(past, cotangent), read, cotangent)
 
 
 _nan_past_read.defvjp(_nan_past_read_fwd, _nan_past_read_bwd)
@@ -421,32 +374,32 @@ def _forward_mode_stages(solver, adjoint):
     return solver
 
 
-def _wrapped_solver(mechanism, structure: Structure, space: AbstractStateSpace, options):
+def _wrapped_solver(mechanism, space: AbstractStateSpace, options):
     """The diffrax solver with the state space's wrapper (projection, switching)."""
     solver = _forward_mode_stages(multiply_add_stages(options.solver), options.adjoint)
     solver = exact_newton(solver)
-    return space.wrap_solver(solver, mechanism, structure, options.stabilization)
+    return space.wrap_solver(solver, mechanism, options.stabilization)
 
 
-def _internal_conditions(mechanism, structure: Structure, space: AbstractStateSpace, options):
+def _internal_conditions(mechanism, space: AbstractStateSpace, options):
     """The terminating conditions of a singular configuration: the rank of C (with the rank
     check on) and the state space's own."""
-    internal = list(space.singular_conditions(mechanism, structure))
-    if options.rank_rtol is not None and structure.rank > 0:
+    internal = list(space.singular_conditions(mechanism))
+    if options.rank_rtol is not None and mechanism.structure.rank > 0:
 
         def positions(t, y, params):
-            return space.physical_state(mechanism, structure, t, y, params)[0]
+            return space.physical_state(mechanism, t, y, params)[0]
 
-        internal.insert(0, rank_condition(mechanism, structure, options.rank_rtol, positions))
+        internal.insert(0, rank_condition(mechanism, options.rank_rtol, positions))
     return internal
 
 
 def _integrate(problem: tuple, controller: StepReplay | None = None, record_steps=False):
-    """The diffrax solve of `problem` = (mechanism, structure, space, y0, args, t0, t1,
+    """The diffrax solve of `problem` = (mechanism, space, y0, args, t0, t1,
     saveat, options), built from these alone (`replayed` differentiates it as a function of
     them). Saved: the final state, the output times, and with `record_steps` the accepted
     steps' end times; `controller` replaces the options' step-size controller."""
-    mechanism, structure, space, y0, args, t0, t1, saveat, options = problem
+    mechanism, space, y0, args, t0, t1, saveat, options = problem
     replaying = controller is not None
     if replaying:  # end where the recorded run ended (an event, a failure), or at t1
         controller = controller.with_tolerances(options.controller)
@@ -454,8 +407,8 @@ def _integrate(problem: tuple, controller: StepReplay | None = None, record_step
         if saveat is not None:  # times past it: outputs held at the end (`_held_past`)
             saveat = jnp.minimum(saveat, t1)
     # A replay stops where the recorded run stopped: without the failure conditions.
-    internal = [] if replaying else _internal_conditions(mechanism, structure, space, options)
-    user, user_directions = _user_conditions(space, mechanism, structure, options.event)
+    internal = [] if replaying else _internal_conditions(mechanism, space, options)
+    user, user_directions = _user_conditions(space, mechanism, options.event)
     conditions = internal + user
     event = None
     if conditions:
@@ -473,8 +426,8 @@ def _integrate(problem: tuple, controller: StepReplay | None = None, record_step
     # Under `replayed` the solve itself is not differentiated: any adjoint does.
     adjoint = diffrax.RecursiveCheckpointAdjoint() if options.adjoint is None else options.adjoint
     out = diffrax.diffeqsolve(
-        diffrax.ODETerm(space.vector_field(mechanism, structure, options.stabilization)),
-        _wrapped_solver(mechanism, structure, space, options),
+        diffrax.ODETerm(space.vector_field(mechanism, options.stabilization)),
+        _wrapped_solver(mechanism, space, options),
         t0,
         t1,
         None if replaying else options.dt0,
@@ -496,7 +449,7 @@ def _no_state(t, y, args) -> None:
     return None
 
 
-def _user_conditions(space, mechanism, structure, event: diffrax.Event | None):
+def _user_conditions(space, mechanism, event: diffrax.Event | None):
     """The user's event conditions on (t, (q, q̇), params), as conditions on the state y."""
     if event is None:
         return [], []
@@ -504,7 +457,7 @@ def _user_conditions(space, mechanism, structure, event: diffrax.Event | None):
     def on_state(fn):
         def condition(t, y, args, **kwargs):
             params, _ = args
-            return fn(t, space.physical_state(mechanism, structure, t, y, params), params, **kwargs)
+            return fn(t, space.physical_state(mechanism, t, y, params), params, **kwargs)
 
         return condition
 
@@ -515,7 +468,7 @@ def _user_conditions(space, mechanism, structure, event: diffrax.Event | None):
 
 @eqx.filter_jit
 def _solve(
-    mechanism, structure: Structure, space: AbstractStateSpace, q0, qd0, t0, t1, saveat,
+    mechanism, space: AbstractStateSpace, q0, qd0, t0, t1, saveat,
     options: _Options,
 ) -> Solution:  # fmt: skip
     params = mechanism.params
@@ -524,15 +477,15 @@ def _solve(
     # An invalid initial state (NaN, inconsistent) is replaced by zeros and frozen, so that
     # it costs a batch nothing; its outputs are NaN and its result code says why.
     y0, representable = space.initial_state(
-        mechanism, structure, t0, _frozen(ok, q0), _frozen(ok, qd0), params,
+        mechanism, t0, _frozen(ok, q0), _frozen(ok, qd0), params,
         options.consistency_tol,
     )  # fmt: skip
     ok = ok & representable
     args = (params, ok)
-    problem = (mechanism, structure, space, y0, args, t0, t1, saveat, options)
+    problem = (mechanism, space, y0, args, t0, t1, saveat, options)
     out = _integrate(problem) if options.adjoint is not None else replayed(problem, _integrate)
-    solver = _wrapped_solver(mechanism, structure, space, options)
-    n_internal = len(_internal_conditions(mechanism, structure, space, options))
+    solver = _wrapped_solver(mechanism, space, options)
+    n_internal = len(_internal_conditions(mechanism, space, options))
     t_final, final = out.ts[0][0], jax.tree_util.tree_map(lambda x: x[0], out.ys[0])
     ts, ys = out.ts[-1], out.ys[-1]
 
@@ -545,10 +498,10 @@ def _solve(
     if options.rank_rtol is not None:  # part of the rank check
         # The classification is not differentiated (a discrete decision).
         t_f, final_, params_ = jax.lax.stop_gradient((t_final, final, params))
-        q_final = space.physical_state(mechanism, structure, t_f, final_, params_)[0]
-        near_singular = mass_pivot(mechanism, structure, q_final, params_) < COLLAPSE_PIVOT
-        if structure.rank > 0:
-            pivot = relative_pivot(mechanism, structure, t_f, q_final, params_)
+        q_final = space.physical_state(mechanism, t_f, final_, params_)[0]
+        near_singular = mass_pivot(mechanism, q_final, params_) < COLLAPSE_PIVOT
+        if mechanism.structure.rank > 0:
+            pivot = relative_pivot(mechanism, t_f, q_final, params_)
             near_singular = near_singular | (pivot < COLLAPSE_PIVOT)
     result = RESULTS.where(
         out.result == diffrax.RESULTS.max_steps_reached,
@@ -567,7 +520,7 @@ def _solve(
     )
     result = RESULTS.where(out.result == diffrax.RESULTS.successful, RESULTS.successful, result)
     if options.event is not None:  # a condition that turned NaN "fired" by its sign change
-        user = _user_conditions(space, mechanism, structure, options.event)[0]
+        user = _user_conditions(space, mechanism, options.event)[0]
         stopped = jax.lax.stop_gradient((t_final, final, args))
         values = jnp.stack([jnp.asarray(fn(*stopped), float) for fn in user])
         result = RESULTS.where(
@@ -577,7 +530,7 @@ def _solve(
     t_final = jnp.where(ok, t_final, t0)
 
     def outputs(t, y):
-        q, qd, qdd, lam = space.outputs(mechanism, structure, stabilization, t, y, params)
+        q, qd, qdd, lam = space.outputs(mechanism, stabilization, t, y, params)
         phi = position_residual(mechanism, q, t, params)
         c = velocity_residual(mechanism, q, qd, t, params)
         energy = mechanism.energy(q, qd, params) if mechanism.potential_energy is not None else None
@@ -634,11 +587,7 @@ def _solve(
         energy=None if energy is None else nan_past(energy),
         stats=stats,
         result=result,
-        # The time a failure condition was detected (a step's end, not a located root) has
-        # no derivative the solve knows: NaN where read, by rule.
-        t_final=(_nan_derivative if forward_mode else _nan_cotangent)(
-            result != RESULTS.successful, t_final + _zero_along(q0, qd0, t0, t1, params)
-        ),
+        t_final=t_final,
         event=event_index,
         method=space.name,
     )

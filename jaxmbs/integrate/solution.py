@@ -85,9 +85,9 @@ class Solution(eqx.Module):
       (and so is a gradient through it); with `saveat=None` the one output at t1 is NaN.
     - `t_final`: the time the integration stopped: t1, the time of an event, the last
       time reached before a failure, the first output time where M(q) was invalid, or t0
-      for initial conditions that never started. After a failure its derivative is NaN
-      (the end of the step where a failure condition was detected, not a located root, has
-      none); an event located by its root finder has the root's derivative.
+      for initial conditions that never started. An event located by its root finder has
+      the root's derivative; the time a failure condition was detected (a step's end, not a
+      located root) has none that the solve knows, and differentiates as 0.
     - `event`: which condition of the user's `event` stopped the run (its index among the
       event's `cond_fn` leaves), −1 if none did.
     - `method`: the name of the method that ran.

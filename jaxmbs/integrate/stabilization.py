@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 
 def _corrector(
-    mechanism: Mechanism, structure: Structure, rows: tuple[int, ...], t, q: Coordinates, params
+    mechanism: Mechanism, rows: tuple[int, ...], t, q: Coordinates, params
 ) -> Callable[[Array], Array]:
     """correct(residual) = −M⁻¹J_Rᵀ(J_R M⁻¹ J_Rᵀ)⁻¹ residual_R: the M-weighted minimum-norm
     Δ with J_R Δ = −residual_R on the independent rows R, with M and J = C taken at q and
@@ -60,6 +60,7 @@ def _corrector(
     factors of M, small unrolled factorisations, no library calls for small mechanisms, an implicit
     derivative); else dense Cholesky factorisations.
     """
+    structure = mechanism.structure
     M = inertia.mass_matrix(mechanism, q, params)
     if structure.sparsity is not None:
         J = compressed_constraint_jacobian(mechanism, q, t, params)
@@ -84,17 +85,18 @@ def _corrector(
     return correct
 
 
-def _newton(mechanism, structure, t, q, params, iterations, tolerance, correct=None):
+def _newton(mechanism, t, q, params, iterations, tolerance, correct=None):
     """`iterations` steps q ← q + correct(Φ(q)) on the independent holonomic rows, with
     the corrector rebuilt at every iterate (Newton) or a given one reused (chord Newton:
     each step multiplies Φ by O(|Δq|), so from a step's drift two take it to round-off).
     With a `tolerance`, only where their max |Φ| exceeds it (`lax.cond`: skipped work in a
     single run; under `vmap` both branches run and are selected per sample). Returns the
     new q and whether the iterations ran."""
+    structure = mechanism.structure
     rows = structure.independent_holonomic_rows
 
     def newton_step(_, q):
-        step = correct or _corrector(mechanism, structure, rows, t, q, params)
+        step = correct or _corrector(mechanism, rows, t, q, params)
         return q + step(position_residual(mechanism, q, t, params))
 
     def iterate(q):
@@ -111,7 +113,6 @@ def _newton(mechanism, structure, t, q, params, iterations, tolerance, correct=N
 
 def project_positions(
     mechanism: Mechanism,
-    structure: Structure,
     q: Coordinates,
     t,
     params: Params,
@@ -123,18 +124,20 @@ def project_positions(
     Uses the independent holonomic rows only, so redundant constraints are harmless. With a
     `tolerance`, the iterations run only when max |Φ| exceeds it.
     """
+    structure = mechanism.structure
     if structure.rank_holonomic == 0:
         return q
-    return _newton(mechanism, structure, t, q, params, iterations, tolerance)[0]
+    return _newton(mechanism, t, q, params, iterations, tolerance)[0]
 
 
 def project_velocities(
-    mechanism: Mechanism, structure: Structure, q: Coordinates, qd: Velocities, t, params: Params
+    mechanism: Mechanism, q: Coordinates, qd: Velocities, t, params: Params
 ) -> Velocities:
     """Project q̇ onto C q̇ + b = 0 (holonomic and Pfaffian rows), M-weighted."""
+    structure = mechanism.structure
     if structure.rank == 0:
         return qd
-    correct = _corrector(mechanism, structure, structure.independent_rows, t, q, params)
+    correct = _corrector(mechanism, structure.independent_rows, t, q, params)
     return qd + correct(velocity_residual(mechanism, q, qd, t, params))
 
 
@@ -161,7 +164,7 @@ class AbstractStabilization(eqx.Module):
         return None
 
     def project(
-        self, mechanism: Mechanism, structure: Structure, t, q: Coordinates, qd: Velocities,
+        self, mechanism: Mechanism, t, q: Coordinates, qd: Velocities,
         params: Params,
     ) -> tuple[Coordinates, Velocities]:  # fmt: skip
         """A state (q, q̇) moved onto the position and velocity manifolds, after a step and at
@@ -169,15 +172,13 @@ class AbstractStabilization(eqx.Module):
         return q, qd
 
     def project_positions(
-        self, mechanism: Mechanism, structure: Structure, t, q: Coordinates, params: Params
+        self, mechanism: Mechanism, t, q: Coordinates, params: Params
     ) -> Coordinates:
         """q moved onto Φ = 0, for integrators whose velocities satisfy the constraints by
         construction (default: unchanged)."""
         return q
 
-    def holds(
-        self, mechanism: Mechanism, structure: Structure, t, q: Coordinates, params: Params
-    ) -> Array:
+    def holds(self, mechanism: Mechanism, t, q: Coordinates, params: Params) -> Array:
         """Whether a state the stabilisation projected at a step's end lies on Φ = 0 to its
         tolerance; where it does not, the step is rejected (default: True)."""
         return jnp.ones((), bool)
@@ -226,20 +227,17 @@ class Projection(AbstractStabilization):
     def end_of_step(self, project):
         return project
 
-    def project(self, mechanism, structure, t, q, qd, params):
-        return project_state(
-            mechanism, structure, self.iterations, t, (q, qd), params, self.tolerance
-        )
+    def project(self, mechanism, t, q, qd, params):
+        return project_state(mechanism, self.iterations, t, (q, qd), params, self.tolerance)
 
-    def project_positions(self, mechanism, structure, t, q, params):
-        return project_positions(
-            mechanism, structure, q, t, params, self.iterations, self.tolerance
-        )
+    def project_positions(self, mechanism, t, q, params):
+        return project_positions(mechanism, q, t, params, self.iterations, self.tolerance)
 
-    def holds(self, mechanism, structure, t, q, params):
+    def holds(self, mechanism, t, q, params):
         """max |Φ_R(q)| ≤ `tolerance`, or ≤ √ε · max(1, |q|) without one (R: the independent
         holonomic rows): after a step whose drift the iterations can remove, the drift left
         is round-off, many orders below."""
+        structure = mechanism.structure
         if structure.rank_holonomic == 0:
             return jnp.ones((), bool)
         rows = jnp.asarray(structure.independent_holonomic_rows)
@@ -273,7 +271,7 @@ def get_stabilization(stabilization: str | AbstractStabilization) -> AbstractSta
         ) from None
 
 
-def project_state(mechanism, structure, iterations: int, t, y, params, tolerance=None):
+def project_state(mechanism, iterations: int, t, y, params, tolerance=None):
     """Project a state (q, q̇) after a step onto the position and velocity manifolds.
 
     Chord Newton: Φ_q and M are factorised once at the step's end state. Without Pfaffian
@@ -293,19 +291,20 @@ def project_state(mechanism, structure, iterations: int, t, y, params, tolerance
     of the drift being removed (the step's local error); one linear solve per output
     replaces the differentiation of every Newton iteration and of the factorisations.
     """
+    structure = mechanism.structure
     if structure.rank == 0:
         return y
 
     @jax.custom_jvp
     def project(t, q, qd, params):
-        return _project_state(mechanism, structure, iterations, tolerance, t, q, qd, params)[:2]
+        return _project_state(mechanism, iterations, tolerance, t, q, qd, params)[:2]
 
     @project.defjvp
     def project_jvp(primals, tangents):
         t, q, qd, params = primals
         dt, dq, dqd, dparams = tangents
         q1, qd1, correct_q, correct_v, projected = _project_state(
-            mechanism, structure, iterations, tolerance, t, q, qd, params
+            mechanism, iterations, tolerance, t, q, qd, params
         )
         if structure.rank_holonomic:
             _, dphi = jax.jvp(
@@ -326,13 +325,14 @@ def project_state(mechanism, structure, iterations: int, t, y, params, tolerance
     return project(t, q, qd, params)
 
 
-def _project_state(mechanism, structure, iterations, tolerance, t, q, qd, params):
+def _project_state(mechanism, iterations, tolerance, t, q, qd, params):
     """`project_state`'s iterations: (q⁺, q̇⁺), the correctors used for positions and for
     velocities, and whether the positions were projected (False where a `tolerance` skipped
     them)."""
+    structure = mechanism.structure
     rows = structure.independent_holonomic_rows
     if structure.rank_holonomic == 0:
-        correct_v = _corrector(mechanism, structure, structure.independent_rows, t, q, params)
+        correct_v = _corrector(mechanism, structure.independent_rows, t, q, params)
         return (
             q,
             qd + correct_v(velocity_residual(mechanism, q, qd, t, params)),
@@ -340,10 +340,10 @@ def _project_state(mechanism, structure, iterations, tolerance, t, q, qd, params
             correct_v,
             False,
         )
-    correct_q = _corrector(mechanism, structure, rows, t, q, params)
-    q, projected = _newton(mechanism, structure, t, q, params, iterations, tolerance, correct_q)
+    correct_q = _corrector(mechanism, rows, t, q, params)
+    q, projected = _newton(mechanism, t, q, params, iterations, tolerance, correct_q)
     correct_v = correct_q
     if rows != structure.independent_rows:
-        correct_v = _corrector(mechanism, structure, structure.independent_rows, t, q, params)
+        correct_v = _corrector(mechanism, structure.independent_rows, t, q, params)
     qd = qd + correct_v(velocity_residual(mechanism, q, qd, t, params))
     return q, qd, correct_q, correct_v, projected

@@ -49,7 +49,7 @@ class AbstractStateSpace(eqx.Module):
     def name(self) -> str:
         """The method's name (reported in `Solution.method`)."""
 
-    def prepare(self, mechanism: Mechanism, structure: Structure) -> AbstractStateSpace:
+    def prepare(self, mechanism: Mechanism) -> AbstractStateSpace:
         """Checks against the mechanism, outside jit (raising `ValueError`), and the strategy
         with whatever it resolves statically (default: itself)."""
         return self
@@ -58,7 +58,6 @@ class AbstractStateSpace(eqx.Module):
     def initial_state(
         self,
         mechanism: Mechanism,
-        structure: Structure,
         t0: Array,
         q0: Coordinates,
         qd0: Velocities,
@@ -70,7 +69,7 @@ class AbstractStateSpace(eqx.Module):
 
     @abc.abstractmethod
     def vector_field(
-        self, mechanism: Mechanism, structure: Structure, stabilization: AbstractStabilization
+        self, mechanism: Mechanism, stabilization: AbstractStabilization
     ) -> Callable[[Array, PyTree, tuple], PyTree]:
         """`(t, y, (params, valid)) -> dy/dt`; zero where `valid` is False."""
 
@@ -79,7 +78,6 @@ class AbstractStateSpace(eqx.Module):
         self,
         solver: diffrax.AbstractSolver,
         mechanism: Mechanism,
-        structure: Structure,
         stabilization: AbstractStabilization,
     ) -> diffrax.AbstractSolver:
         """The diffrax solver with what this state space does after each step (the
@@ -87,7 +85,7 @@ class AbstractStateSpace(eqx.Module):
 
     @abc.abstractmethod
     def physical_state(
-        self, mechanism: Mechanism, structure: Structure, t: Array, y: PyTree, params: Params
+        self, mechanism: Mechanism, t: Array, y: PyTree, params: Params
     ) -> tuple[Coordinates, Velocities]:
         """(q, q̇) represented by the state y."""
 
@@ -95,7 +93,6 @@ class AbstractStateSpace(eqx.Module):
     def outputs(
         self,
         mechanism: Mechanism,
-        structure: Structure,
         stabilization: AbstractStabilization,
         t: Array,
         y: PyTree,
@@ -103,9 +100,7 @@ class AbstractStateSpace(eqx.Module):
     ) -> tuple[Coordinates, Velocities, Array, Array]:
         """(q, q̇, q̈, λ) at an output time, with λ the minimum-norm multipliers of all rows."""
 
-    def singular_conditions(
-        self, mechanism: Mechanism, structure: Structure
-    ) -> tuple[Callable[..., Array], ...]:
+    def singular_conditions(self, mechanism: Mechanism) -> tuple[Callable[..., Array], ...]:
         """Event conditions `(t, y, (params, valid), **kwargs)` under which the integrated
         coordinates are singular, besides the rank of C (default: none)."""
         return ()
@@ -127,12 +122,16 @@ class AbstractStateSpace(eqx.Module):
 
 class AbstractStateFunction(eqx.Module):
     """A function `(t, y, (params, valid))` of the integrated state that holds the mechanism
-    and its static structure: vector fields, projections, switches. A Module, so that equal
-    mechanisms reuse compilations; jitted, because diffrax traces a step several times and a
-    jitted function is traced once per input types. Subclasses implement `evaluate`."""
+    (and so its static structure): vector fields, projections, switches. A Module, so that
+    equal mechanisms reuse compilations; jitted, because diffrax traces a step several times
+    and a jitted function is traced once per input types. Subclasses implement `evaluate`."""
 
     mechanism: Mechanism
-    structure: Structure = eqx.field(static=True)
+
+    @property
+    def structure(self) -> Structure:
+        """The mechanism's static structure."""
+        return self.mechanism.structure
 
     @eqx.filter_jit
     def __call__(self, t, y, args):
@@ -178,8 +177,8 @@ class _Projector(AbstractStateFunction):
 
     def evaluate(self, t, y, params, valid):
         q, qd = split_state(y, self.structure.n)
-        q, qd = self.stabilization.project(self.mechanism, self.structure, t, q, qd, params)
-        holds = self.stabilization.holds(self.mechanism, self.structure, t, q, params)
+        q, qd = self.stabilization.project(self.mechanism, t, q, qd, params)
+        holds = self.stabilization.holds(self.mechanism, t, q, params)
         return jnp.where(valid, jnp.concatenate([q, qd]), y), holds | ~valid
 
 
@@ -201,23 +200,25 @@ class AllCoordinates(AbstractStateSpace):
     def name(self) -> str:
         return self.formulation.name
 
-    def initial_state(self, mechanism, structure, t0, q0, qd0, params, consistency_tol):
+    def initial_state(self, mechanism, t0, q0, qd0, params, consistency_tol):
         return jnp.concatenate([q0, qd0]), jnp.ones((), bool)
 
-    def vector_field(self, mechanism, structure, stabilization):
-        return _VectorField(mechanism, structure, self.formulation, stabilization)
+    def vector_field(self, mechanism, stabilization):
+        return _VectorField(mechanism, self.formulation, stabilization)
 
-    def wrap_solver(self, solver, mechanism, structure, stabilization):
-        project = stabilization.end_of_step(_Projector(mechanism, structure, stabilization))
+    def wrap_solver(self, solver, mechanism, stabilization):
+        project = stabilization.end_of_step(_Projector(mechanism, stabilization))
         return solver if project is None else ProjectedSolver(solver, project)
 
-    def physical_state(self, mechanism, structure, t, y, params):
+    def physical_state(self, mechanism, t, y, params):
+        structure = mechanism.structure
         return split_state(y, structure.n)
 
-    def outputs(self, mechanism, structure, stabilization, t, y, params):
+    def outputs(self, mechanism, stabilization, t, y, params):
+        structure = mechanism.structure
         q, qd = split_state(y, structure.n)
         # Dense output between steps is interpolated: the stabilisation projects it too.
-        q, qd = stabilization.project(mechanism, structure, t, q, qd, params)
+        q, qd = stabilization.project(mechanism, t, q, qd, params)
         qdd, lam = accelerations_and_multipliers(
             mechanism,
             q,
@@ -226,13 +227,13 @@ class AllCoordinates(AbstractStateSpace):
             params,
             method=self.formulation,
             stabilization=stabilization,
-            structure=structure,
         )
         return q, qd, qdd, lam
 
-    def singular_conditions(self, mechanism, structure):
+    def singular_conditions(self, mechanism):
         """The formulation's fixed pivot block (`AbstractFormulation.pivot_condition`):
         ill-conditioned at a step's end, or its signed condition changed sign in a step."""
+        structure = mechanism.structure
         probe = jax.ShapeDtypeStruct((structure.n_constraints, structure.n), jnp.result_type(float))
         condition = self.formulation.pivot_condition
         if jax.eval_shape(lambda C: condition(C, structure), probe) is None:

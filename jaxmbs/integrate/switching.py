@@ -39,7 +39,6 @@ from .._internal.types import Array, Params
 from ..formulations import reaction_multipliers
 from ..kinematics import inertia
 from ..kinematics.constraints import constraint_jacobian
-from ..kinematics.structure import Structure
 from .solvers import DelegatingSolver, rejected_unless
 from .state_space import AbstractStateSpace
 
@@ -159,11 +158,11 @@ class AbstractSwitchingStateSpace(AbstractStateSpace):
 
 
 def multipliers_from_accelerations(
-    mechanism, structure: Structure, t, q: Array, qd: Array, qdd: Array, params: Params
+    mechanism, t, q: Array, qd: Array, qdd: Array, params: Params
 ) -> Array:
     """Minimum-norm λ with M q̈ + Cᵀλ = Q at a state whose accelerations are known: the
     least-squares solution of C_Iᵀ λ_I = Q − M q̈, expanded over redundant rows."""
     Q = mechanism.forces(t, q, qd, params)
     M = inertia.mass_matrix(mechanism, q, params)
     C = constraint_jacobian(mechanism, q, t, params)
-    return reaction_multipliers(C, Q - M @ qdd, structure)
+    return reaction_multipliers(C, Q - M @ qdd, mechanism.structure)

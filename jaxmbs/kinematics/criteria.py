@@ -37,7 +37,7 @@ from .._internal.checks import coordinate_indices
 from .._internal.types import Array, Coordinates, MassMatrix, Params
 from . import inertia
 from .constraints import constraint_jacobian
-from .structure import Structure, resolve_structure
+from .structure import with_known_structure
 
 if TYPE_CHECKING:
     from ..model import Mechanism
@@ -71,20 +71,23 @@ def tangent_rows(M: MassMatrix, C: Array, metric: bool = True) -> Array:
     return metric_rows(M, jnp.linalg.qr(C.T, mode="complete")[0][:, r:], metric)
 
 
-def independent_rows(mechanism: Mechanism, structure: Structure, t, q, params) -> Array:
-    """The independent rows C_I of the constraint Jacobian (the static row selection)."""
-    return constraint_jacobian(mechanism, q, t, params)[jnp.asarray(structure.independent_rows)]
+def independent_rows(mechanism: Mechanism, t, q, params) -> Array:
+    """The independent rows C_I of the constraint Jacobian (the static row selection of the
+    mechanism's structure)."""
+    rows = jnp.asarray(mechanism.structure.independent_rows)
+    return constraint_jacobian(mechanism, q, t, params)[rows]
 
 
 def _at(mechanism: Mechanism, q, t, params):
-    """Concrete-or-traced evaluation point: q as an array, params, structure."""
+    """Concrete-or-traced evaluation point: the mechanism with its structure known, q as an
+    array, params."""
     q = jnp.asarray(q)
     if not jnp.issubdtype(q.dtype, jnp.floating):
         q = q.astype(jnp.result_type(float))
     if q.shape != (mechanism.n,):
         raise ValueError(f"q must have shape ({mechanism.n},), got {q.shape}")
     params = mechanism.params if params is None else params
-    return q, params, resolve_structure(mechanism, q, t)
+    return with_known_structure(mechanism, q, t), q, params
 
 
 def projective_criterion(
@@ -104,9 +107,9 @@ def projective_criterion(
     metric M. They are computed independently (α from a null-space basis, β from
     CM⁻¹Cᵀ), so cos²α + cos²β = 1 is a check, not an identity of the code.
     """
-    q, params, structure = _at(mechanism, q, t, params)
+    mechanism, q, params = _at(mechanism, q, t, params)
     M = inertia.mass_matrix(mechanism, q, params)
-    C = independent_rows(mechanism, structure, t, q, params)
+    C = independent_rows(mechanism, t, q, params)
     W = tangent_rows(M, C)
     cos2_alpha = jnp.sum(W * W, axis=1)
     Mf = jsl.cho_factor(M, lower=True)
@@ -126,8 +129,8 @@ def svd_criterion(
     cos²αᵢ of the projective criterion with M replaced by the identity; the masses do not
     enter (Blajer et al. 1994, §6, the comparison with the SVD choice). Shape (n,).
     """
-    q, params, structure = _at(mechanism, q, t, params)
-    C = independent_rows(mechanism, structure, t, q, params)
+    mechanism, q, params = _at(mechanism, q, t, params)
+    C = independent_rows(mechanism, t, q, params)
     _, _, Vt = jnp.linalg.svd(C, full_matrices=True)
     null = Vt[C.shape[0] :]
     return jnp.sum(null * null, axis=0)
@@ -181,9 +184,10 @@ def independent_coordinates(
     """
     if criterion not in ("projective", "svd"):
         raise ValueError(f"criterion must be 'projective' or 'svd', got {criterion!r}")
-    q, params, structure = _at(mechanism, q, t, params)
+    mechanism, q, params = _at(mechanism, q, t, params)
+    structure = mechanism.structure
     M = inertia.mass_matrix(mechanism, q, params)
-    W = tangent_rows(M, independent_rows(mechanism, structure, t, q, params), criterion == "svd")
+    W = tangent_rows(M, independent_rows(mechanism, t, q, params), criterion == "svd")
     return permutation(pivoted_choice(W))[: structure.dof]
 
 
@@ -200,11 +204,12 @@ def partition_criterion(
     For one independent coordinate this is its cos²α (eq 23a); zero means C_D is singular.
     """
     idx = coordinate_indices(mechanism, independent)
-    q, params, structure = _at(mechanism, q, t, params)
+    mechanism, q, params = _at(mechanism, q, t, params)
+    structure = mechanism.structure
     if len(idx) != structure.dof:
         raise ValueError(
             f"{len(idx)} independent coordinates given; the mechanism has k = {structure.dof}"
         )
     M = inertia.mass_matrix(mechanism, q, params)
-    W = tangent_rows(M, independent_rows(mechanism, structure, t, q, params))
+    W = tangent_rows(M, independent_rows(mechanism, t, q, params))
     return set_criterion(W, jnp.asarray(idx))

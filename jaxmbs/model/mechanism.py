@@ -212,7 +212,11 @@ class Mechanism(eqx.Module):
         """Return a copy whose constraint structure is analysed at the concrete `q`."""
         q = _check_q(q, self.n)
         _check_mass_matrix(np.asarray(self.mass_matrix(jnp.asarray(q), self.params)))
-        structure = analyze_structure(self, q, t)
+        return self.replace_structure(analyze_structure(self, q, t))
+
+    def replace_structure(self, structure: Structure) -> Mechanism:
+        """Return a copy carrying another analysed structure (same functions and parameters),
+        e.g. `analyze_structure(mechanism, q, sparsity=False)` for the dense algebra."""
         new = copy.copy(self)
         object.__setattr__(new, "structure", structure)  # a static field: not reachable by tree_at
         return new
