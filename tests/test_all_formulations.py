@@ -102,10 +102,13 @@ def test_same_accelerations_and_reactions(name):
         for b in range(t.shape[0]):
             scale = float(jnp.max(jnp.abs(qdd_ref[b])))
             what = f"{name} {method} state {b}"
-            assert_close(qdd[b], qdd_ref[b], 0, FORMULATION_RTOL * scale, f"q̈ {what}")
             reaction = C[b].T @ lam[b]
             r_scale = max(1.0, float(jnp.max(jnp.abs(reaction_ref[b]))))
-            assert_close(reaction, reaction_ref[b], 0, FORMULATION_RTOL * r_scale, f"Cᵀλ {what}")
+            if method != "kkt":  # every other formulation against the reference
+                assert_close(qdd[b], qdd_ref[b], 0, FORMULATION_RTOL * scale, f"q̈ {what}")
+                assert_close(
+                    reaction, reaction_ref[b], 0, FORMULATION_RTOL * r_scale, f"Cᵀλ {what}"
+                )
             # The equations themselves, and λ of minimum norm: in the range of C.
             assert_close(M[b] @ qdd[b] + reaction, Q[b], 0, 1e-10 * r_scale, f"dynamics {what}")
             assert_close(C[b] @ qdd[b], gamma[b], 0, 1e-10 * scale, f"C q̈ = Γ {what}")
@@ -154,17 +157,19 @@ def jacobians(mech, t, q, qd):
 
 @pytest.mark.parametrize("name", ["fourbar-redundant", "chain"])
 def test_same_derivatives_of_accelerations(name):
-    """The implicit derivative of every formulation equals the KKT system's derivative in
-    every direction — including the chain's repeated zero singular values and eigenvalues
-    and the redundant four-bar's rank-deficient C, where differentiating the SVD or the
-    eigendecomposition itself fails."""
+    """The implicit derivative of every formulation equals the KKT system's forward-mode
+    derivative in every direction (the KKT system's own reverse mode too) — including the
+    chain's repeated zero singular values and eigenvalues and the redundant four-bar's
+    rank-deficient C, where differentiating the SVD or the eigendecomposition itself
+    fails."""
     mech, (t, q, qd) = case(name)
     out = jacobians(mech, t[0], q[0], qd[0])
     ref = out["kkt"][0]
     assert bool(jnp.all(jnp.isfinite(ref))) and float(jnp.max(jnp.abs(ref))) > 1.0
     for method, (forward, reverse) in out.items():
         scale = FORMULATION_RTOL * float(jnp.max(jnp.abs(ref)))
-        assert_close(forward, ref, 0, scale, f"{name} {method} forward mode")
+        if method != "kkt":  # the reference itself
+            assert_close(forward, ref, 0, scale, f"{name} {method} forward mode")
         assert_close(reverse, ref, 0, scale, f"{name} {method} reverse mode")
 
 
@@ -329,6 +334,8 @@ def test_float32_every_method(float32):
     qdd_ref, lam_ref = out["kkt"]
     for name, (qdd, lam) in out.items():
         assert qdd.dtype == lam.dtype == jnp.float32, name
+        if name == "kkt":  # the reference itself
+            continue
         assert_close(qdd, qdd_ref, 0, 1e-4 * float(jnp.max(jnp.abs(qdd_ref))), f"{name} q̈")
         assert_close(lam, lam_ref, 0, 1e-4 * float(jnp.max(jnp.abs(lam_ref))), f"{name} λ")
 
@@ -370,10 +377,12 @@ def test_short_simulation_agrees(runs):
     qdd_scale = float(jnp.max(jnp.abs(ref.qdd)))
     for name, sol in sols.items():
         assert bool(sol.result == jaxmbs.RESULTS.successful), name
+        assert float(jnp.max(sol.position_residual)) < 1e-11, name
+        if name == "kkt":  # the reference itself
+            continue
         assert_close(sol.q, ref.q, 0, 1e-9, f"{name} q")
         assert_close(sol.qd, ref.qd, 0, 1e-8, f"{name} q̇")
         assert_close(sol.qdd, ref.qdd, 0, 1e-8 * qdd_scale, f"{name} q̈")
-        assert float(jnp.max(sol.position_residual)) < 1e-11, name
 
 
 def test_partitioning_stops_where_its_partition_degenerates(runs):

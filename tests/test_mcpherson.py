@@ -215,12 +215,12 @@ def test_states_are_consistent(states, accelerations, strut):
 
 
 @pytest.mark.parametrize("strut", ["simplified", "redundant"])
-@pytest.mark.parametrize("method", jaxmbs.METHODS)
+@pytest.mark.parametrize("method", [m for m in jaxmbs.METHODS if m != "kkt"])  # kkt: the reference
 def test_every_method_gives_the_same_accelerations_and_reactions(
     accelerations, strut, method, record_property
 ):
-    """q̈ and Cᵀλ of every method against the KKT system, relative to each state's largest
-    component, at every one of the N_STATES states."""
+    """q̈ and Cᵀλ of every other method against the KKT system, relative to each state's
+    largest component, at every one of the N_STATES states."""
     results, _ = accelerations[strut]
     qdd_ref, reaction_ref = results["kkt"]
     qdd, reaction = results[method]
@@ -453,5 +453,7 @@ def test_every_method_on_the_euler_parameter_strut(euler_parameter_struts):
         qdd_ref, reaction_ref = results["kkt"]
         assert float(jnp.max(jnp.abs(qdd_ref))) > 0.1  # it accelerates
         for method, (qdd, reaction) in results.items():
+            if method == "kkt":  # the reference itself
+                continue
             assert relative_error(qdd, qdd_ref) < 1e-9, method
             assert relative_error(reaction, reaction_ref) < 1e-9, method
