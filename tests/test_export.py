@@ -10,7 +10,7 @@ import pytest
 import jaxmbs
 from jaxmbs import cli
 from jaxmbs.model.joints import spatial
-from jaxmbs.models import fourbar, spring_pendulum
+from jaxmbs.models import chain, fourbar, spring_pendulum
 
 xr = pytest.importorskip("xarray")
 pytest.importorskip("h5netcdf")
@@ -18,6 +18,11 @@ pytest.importorskip("matplotlib")
 Image = pytest.importorskip("PIL.Image")
 
 TS = np.linspace(0.0, 1.0, 11)
+G = 9.81
+#: The four-bar's links (crank, coupler, rocker), written out rather than read from the model:
+#: masses (kg) and lengths (m); each a uniform rod, J = m l²/12, centre at mid-length.
+MASSES = np.array([1.0, 2.0, 1.5])
+LENGTHS = np.array([0.2, 0.5, 0.4])
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +30,13 @@ def fourbar_run():
     mech = fourbar.fourbar()
     q0, qd0 = fourbar.initial_state(mech)
     return mech, jaxmbs.simulate(mech, q0, qd0, (0.0, 1.0), saveat=TS)
+
+
+def link_ends(q):
+    """(T, 3, 2, 2): both ends of each four-bar link, centre ∓ l/2 (cos φ, sin φ), from q."""
+    q = np.asarray(q).reshape(-1, 3, 3)
+    half = LENGTHS[None, :, None] / 2 * np.stack([np.cos(q[..., 2]), np.sin(q[..., 2])], -1)
+    return np.stack([q[..., :2] - half, q[..., :2] + half], axis=2)
 
 
 def assert_same_dataset(a, b):
@@ -64,14 +76,79 @@ def test_solution_to_xarray_round_trips_through_netcdf(fourbar_run, tmp_path):
     assert_same_dataset(ds, xr.load_dataset(path))
 
 
+def test_solution_to_xarray_values_against_hand_computations(fourbar_run):
+    """The exported energy, its rate and the generalized reactions against the same
+    quantities computed here from q, q̇, q̈ of the dataset and the links written out:
+    E = Σ ½ m |v_G|² + ½ J φ̇² + m g y_G, f = Q − M q̈ with Q the weights, and dE/dt = 0
+    (conservative) to round-off of the power exchanged, Σ m v_G·a_G + J φ̇ φ̈."""
+    mech, sol = fourbar_run
+    ds = sol.to_xarray(mech)
+    q, qd, qdd = (ds[name].values.reshape(-1, 3, 3) for name in ("q", "qd", "qdd"))
+    J = MASSES * LENGTHS**2 / 12
+    kinetic = 0.5 * (MASSES * np.sum(qd[..., :2] ** 2, -1) + J * qd[..., 2] ** 2).sum(-1)
+    energy = kinetic + (MASSES * G * q[..., 1]).sum(-1)
+    np.testing.assert_allclose(ds.energy.values, energy, rtol=0, atol=1e-13 * np.max(kinetic))
+    assert np.ptp(kinetic) > 0.1  # energy is exchanged between kinetic and potential
+    inertia = np.stack([MASSES, MASSES, J], -1)
+    weights = np.stack([0 * MASSES, -MASSES * G, 0 * MASSES], -1)
+    reaction = (weights - inertia * qdd).reshape(len(TS), -1)
+    scale = np.max(np.abs(reaction))
+    np.testing.assert_allclose(ds.generalized_reaction.values, reaction, atol=1e-12 * scale)
+    power = np.sum(inertia * qd * qdd, axis=(-1, -2))  # dT/dt, which gravity's power cancels
+    assert np.max(np.abs(power)) > 1.0
+    assert np.max(np.abs(ds.energy_rate.values)) < 1e-12 * np.max(np.abs(power))
+
+
+def test_pendulum_pin_reaction_against_the_analytic_one(tmp_path):
+    """A uniform rod (m, L) pinned at one end, released from rest at θ₀ from the downward
+    vertical: the exported pin force on the rod has, along the rod towards the pin, the
+    tension T = m (g cos θ + ρ ω²) (ρ = L/2: the centre's v²/ρ), and across it (towards
+    increasing θ) m g sin θ J/(J + mρ²) = ¼ m g sin θ, with θ and ω read from the dataset's
+    q and q̇; at t = 0 (ω = 0) the tension is m g cos θ₀."""
+    m, length, theta0 = 1.5, 0.8, 1.0
+    mech = chain.chain(1, length=length, mass=m, g=G)
+    q0, qd0 = chain.initial_state(mech, theta0)
+    ts = np.linspace(0.0, 0.4, 5)
+    ds = jaxmbs.to_xarray(mech, jaxmbs.simulate(mech, q0, qd0, (0.0, 0.4), saveat=ts))
+    phi, omega = ds.q.values[:, 2], ds.qd.values[:, 2]
+    theta, rho = phi + np.pi / 2, length / 2
+    along = np.stack([np.cos(phi), np.sin(phi)], -1)  # from the pin to the centre
+    across = np.stack([-np.sin(phi), np.cos(phi)], -1)
+    force = ds["reaction.J0.force"].values
+    tension = m * (G * np.cos(theta) + rho * omega**2)
+    np.testing.assert_allclose(-np.sum(force * along, -1), tension, rtol=1e-12)
+    np.testing.assert_allclose(
+        np.sum(force * across, -1), m * G * np.sin(theta) / 4, rtol=0, atol=1e-12 * m * G
+    )
+    assert abs(-force[0] @ along[0] - m * G * np.cos(theta0)) < 1e-12 * m * G
+    assert np.max(np.abs(omega)) > 2.0 and np.max(theta) - np.min(theta) > 0.5  # it swings
+
+
 def test_element_forces_are_exported(tmp_path):
-    mech = spring_pendulum.spring_pendulum(k=200.0, c=2.0)  # soft: not stiff
+    """The spring-damper's force and the energy rate against the spring pendulum's own law,
+    from q and q̇ of the dataset: pivot at the origin, bob centre at q[3:5], so the
+    spring's length is δ = |r_bob| and its rate δ̇ = r̂ · v_bob; the force is k (δ − l) + c δ̇
+    and the only power that changes the energy is the damper's, dE/dt = −c δ̇²."""
+    k, c, free_length = 200.0, 2.0, 1.0
+    mech = spring_pendulum.spring_pendulum(k=k, c=c)  # soft: not stiff
     q0, qd0 = spring_pendulum.initial_state(mech)
     sol = jaxmbs.simulate(mech, q0, qd0, (0.0, 0.2), saveat=np.linspace(0.0, 0.2, 5))
     ds = jaxmbs.to_xarray(mech, sol)
     forces = jaxmbs.element_forces(mech, sol)
     assert forces
     assert int(ds.energy_conserved) == 0  # the damper dissipates
+    r, v = ds.q.values[:, 3:5], ds.qd.values[:, 3:5]
+    length = np.linalg.norm(r, axis=1)
+    rate = np.sum(r * v, axis=1) / length
+    law = k * (length - free_length) + c * rate
+    np.testing.assert_allclose(
+        ds["element_force.spring"].values, law, rtol=0, atol=1e-12 * np.max(np.abs(law))
+    )
+    damper_power = c * rate**2
+    assert np.max(damper_power) > 0.1  # the damper works
+    np.testing.assert_allclose(
+        ds.energy_rate.values, -damper_power, rtol=0, atol=1e-12 * np.max(damper_power)
+    )
     for name, value in forces.items():
         np.testing.assert_array_equal(ds[f"element_force.{name}"].values, np.asarray(value))
     ds.to_netcdf(tmp_path / "spring.nc")
@@ -118,6 +195,46 @@ def test_animate_writes_one_changing_frame_per_output_time(fourbar_run, tmp_path
         assert np.count_nonzero(np.any(a != b, axis=-1)) > 100
 
 
+def test_animate_draws_each_link_where_it_is(fourbar_run, tmp_path, monkeypatch):
+    """In a frame of the GIF, each link's line runs between its two joints as computed here
+    from q (`link_ends`), and the pixel at the centre of each link, projected by the
+    animation's own axes, has the colour of that link's line (the figure and its frame
+    function are taken from the `FuncAnimation` that `animate` makes)."""
+    from matplotlib.animation import FuncAnimation
+    from matplotlib.colors import to_rgb
+
+    made = []
+    original = FuncAnimation.__init__
+
+    def keep(self, fig, func, *args, **kwargs):
+        made.append((fig, func))
+        original(self, fig, func, *args, **kwargs)
+
+    monkeypatch.setattr(FuncAnimation, "__init__", keep)
+    mech, sol = fourbar_run
+    path = jaxmbs.animate(mech, sol, tmp_path / "fourbar.gif")
+    ((fig, frame),) = made
+    k = 7
+    frame(k)  # the artists as they were drawn into frame k
+    ax = fig.axes[0]
+    ends = link_ends(sol.q)[k]
+    with Image.open(path) as gif:
+        gif.seek(k)
+        image = np.asarray(gif.convert("RGB"), dtype=float)
+    assert image.shape[:2] == (round(fig.bbox.height), round(fig.bbox.width))
+    for line, name, link in zip(ax.lines, ("crank", "coupler", "rocker"), ends, strict=True):
+        assert line.get_label() == name
+        drawn = np.stack([np.asarray(v, dtype=float) for v in line.get_data()], -1)
+        assert drawn.shape == (2, 2)
+        # the two ends, in either order
+        error = min(np.max(np.abs(drawn - link)), np.max(np.abs(drawn[::-1] - link)))
+        assert error < 1e-12, (name, drawn, link)
+        x, y = ax.transData.transform(link.mean(axis=0))
+        pixel = image[round(image.shape[0] - y), round(x)]
+        colour = 255 * np.asarray(to_rgb(line.get_color()))
+        assert np.max(np.abs(pixel - colour)) < 40, (name, pixel, colour)
+
+
 def test_animate_rejects_bad_paths_before_any_work(fourbar_run, tmp_path):
     mech, sol = fourbar_run
     with pytest.raises(ValueError, match="gif"):
@@ -143,6 +260,12 @@ def test_snapshot_draws_one_line_per_body(fourbar_run):
         x, y = (np.asarray(v, dtype=float) for v in fig.axes[1].lines[0].get_data())
         ends = np.hypot(x, y)
         assert x.shape == (2,) and np.min(ends) < 1e-9 and abs(np.max(ends) - 0.2) < 1e-9
+        # every link of each panel between its joints at that time, computed from q
+        for ax, k in zip(fig.axes, (0, 5, 10), strict=True):
+            for line, link in zip(ax.lines, link_ends(sol.q)[k], strict=True):
+                drawn = np.stack([np.asarray(v, dtype=float) for v in line.get_data()], -1)
+                error = min(np.max(np.abs(drawn - link)), np.max(np.abs(drawn[::-1] - link)))
+                assert error < 1e-12, (k, line.get_label(), drawn, link)
         with pytest.raises(ValueError, match="must lie in"):
             jaxmbs.snapshot(mech, sol, [2.0])
     finally:
