@@ -213,3 +213,25 @@ def test_pendulum_event_at_the_vertical():
     assert bool(sol.successful) and int(sol.event) == 0
     assert abs(float(sol.t_final) - quarter) < 1e-8
     assert abs(float(sol.q[-1, 0])) < 1e-9 and float(sol.qd[-1, 0]) < 0  # swinging left
+
+
+@pytest.mark.parametrize(("direction", "quarters"), [(False, 1), (True, 3)])
+def test_pendulum_event_direction(direction, quarters):
+    """The same pendulum and condition x = 0 with `diffrax.Event(direction=...)`: x starts
+    positive, so its down-crossing (direction=False) comes at a quarter period and its
+    first up-crossing (direction=True) at three quarters, 3 K(sin²(θ0/2)) √(ρ/g); the
+    down-crossing before it does not stop the run."""
+    mech = pendulum.mathematical_pendulum()
+    q0, qd0 = pendulum.initial_state(mech, 1.0)
+    quarter = scipy.special.ellipk(np.sin(0.5) ** 2) * np.sqrt(1.0 / 9.81)
+    event = diffrax.Event(
+        lambda t, y, params, **kwargs: y[0][0],
+        root_finder=optx.Newton(rtol=1e-12, atol=1e-12),
+        direction=direction,
+    )
+    sol = jaxmbs.simulate(mech, q0, qd0, (0.0, 2.0), event=event, rtol=1e-11, atol=1e-11)
+    assert float(q0[0]) > 0.8 and 3 * quarter < 2.0  # starts right; t1 is past both
+    assert bool(sol.successful) and int(sol.event) == 0
+    assert abs(float(sol.t_final) - quarters * quarter) < 1e-10  # measured 9e-13, 1.7e-12
+    assert abs(float(sol.q[-1, 0])) < 1e-11
+    assert (float(sol.qd[-1, 0]) > 0) == direction  # swinging right (up) or left (down)

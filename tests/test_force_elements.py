@@ -341,6 +341,14 @@ def oscillate(mech, per_period: int, periods: int = 3):
     return sol
 
 
+@pytest.fixture(scope="module")
+def damped():
+    """The damped oscillator (ζ = 0.04, spring and damper as two elements) at 20 and at 40
+    outputs per period."""
+    mech = oscillator(0.8, split=True)
+    return mech, {per_period: oscillate(mech, per_period) for per_period in (20, 40)}
+
+
 def test_spring_work_is_minus_its_potential_change_and_the_kinetic_energy_gained():
     """An undamped oscillator: the spring's work is −ΔV = −½k((x − 1)² − (x₀ − 1)²), and as
     the only force doing work it is the kinetic energy gained (work–energy theorem)."""
@@ -354,14 +362,14 @@ def test_spring_work_is_minus_its_potential_change_and_the_kinetic_energy_gained
     np.testing.assert_allclose(work["damper"], 0.0, atol=1e-15)  # c = 0: no work
 
 
-def test_damper_work_closes_the_energy_balance_to_fourth_order():
+def test_damper_work_closes_the_energy_balance_to_fourth_order(damped):
     """E(t) − E(0) = W_damper (ζ = 0.04). At 20 outputs per period the Hermite rule is within
     5e-5 of the energy, where the trapezoidal rule on the outputs' power is 1.2e-3 off; each
     halving of the spacing divides its error by ≈ 16 (fourth order)."""
-    mech = oscillator(0.8, split=True)
+    mech, runs = damped
     errors = []
     for per_period in (20, 40):
-        sol = oscillate(mech, per_period)
+        sol = runs[per_period]
         energy = np.asarray(sol.energy)
         work = np.asarray(jaxmbs.element_work(mech, sol)["damper"])
         errors.append(np.max(np.abs(energy - energy[0] - work)) / energy[0])
@@ -374,11 +382,24 @@ def test_damper_work_closes_the_energy_balance_to_fourth_order():
     assert errors[0] / errors[1] > 12, errors
 
 
-def test_nonconservative_work_of_one_spring_damper_element():
+def test_energy_rate_is_the_damper_s_power(damped):
+    """`jaxmbs.energy_rate` of the damped oscillator, m ẍ + c ẋ + k (x − 1) = 0, is
+    d(½ m ẋ² + ½ k (x − 1)²)/dt = −c ẋ², with ẋ read from the solution, at every output
+    (the spring's power k (x − 1) ẋ, exchanged with the kinetic energy, cancels)."""
+    mech, runs = damped
+    sol = runs[20]
+    x, v = np.asarray(sol.q[:, 0]), np.asarray(sol.qd[:, 0])
+    rate = np.asarray(jaxmbs.energy_rate(mech, sol))
+    exchanged = 50.0 * np.abs((x - 1.0) * v)
+    assert np.max(0.8 * v**2) > 1.0 and np.max(exchanged) > 10.0
+    np.testing.assert_allclose(rate, -0.8 * v**2, rtol=0, atol=1e-13 * np.max(exchanged))
+
+
+def test_nonconservative_work_of_one_spring_damper_element(damped):
     """One element with k and c: its total work is −ΔV plus its non-conservative work, and
     that part alone is the change of the total energy."""
-    two = oscillator(0.8, split=True)
-    parts = jaxmbs.element_work(two, oscillate(two, per_period=40))
+    two, runs = damped
+    parts = jaxmbs.element_work(two, runs[40])
     one = oscillator(0.8, split=False)
     sol = oscillate(one, per_period=40)
     total = jaxmbs.element_work(one, sol)["spring"]
