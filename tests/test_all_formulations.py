@@ -34,9 +34,9 @@ def random_states(mech, q0, times, rng):
 
     @jax.jit
     def project(t, q, qd):
-        q = jaxmbs.project_positions(mech, mech.structure, q, t, mech.params, iterations=12)
+        q = jaxmbs.project_positions(mech, q, t, mech.params, iterations=12)
         residual = jnp.max(jnp.abs(jaxmbs.position_residual(mech, q, t, mech.params)))
-        return q, jaxmbs.project_velocities(mech, mech.structure, q, qd, t, mech.params), residual
+        return q, jaxmbs.project_velocities(mech, q, qd, t, mech.params), residual
 
     states = []
     while len(states) < STATES:

@@ -156,8 +156,8 @@ def states(struts, motion):
 
     @jax.jit
     def consistent(q, v):
-        q = jaxmbs.project_positions(mech, mech.structure, q, 0.0, mech.params, 8)
-        return q, jaxmbs.project_velocities(mech, mech.structure, q, v, 0.0, mech.params)
+        q = jaxmbs.project_positions(mech, q, 0.0, mech.params, 8)
+        return q, jaxmbs.project_velocities(mech, q, v, 0.0, mech.params)
 
     rng = np.random.default_rng(SEED)
     guess = sol.q[rng.integers(0, TS.shape[0], N_STATES)]
