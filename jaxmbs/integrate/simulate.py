@@ -311,6 +311,13 @@ def _along_first_axis(mask: Array, x: Array) -> Array:
     return mask.reshape(mask.shape + (1,) * (x.ndim - 1))
 
 
+def _mass_matrix_valid(mechanism, space: AbstractStateSpace, t, y, params) -> Array:
+    """Whether M(q) is symmetric positive definite at the state y (`mass_matrix_checks`); a
+    decision, not differentiated."""
+    q = space.physical_state(mechanism, t, y, params)[0]
+    return jnp.all(jnp.stack(mass_matrix_checks(mechanism, q, jax.lax.stop_gradient(params))))
+
+
 def _held_past(past: Array, saved: PyTree, final: PyTree) -> PyTree:
     """The saved times and states with those past the run's end replaced by the final ones:
     the outputs there are NaN anyway (`_nan_past`), and evaluated at the solver's fill
@@ -534,8 +541,6 @@ def _solve(
         phi = position_residual(mechanism, q, t, params)
         c = velocity_residual(mechanism, q, qd, t, params)
         energy = mechanism.energy(q, qd, params) if mechanism.potential_energy is not None else None
-        screened = jax.lax.stop_gradient((q, params))  # a decision, not differentiated
-        mass_ok = jnp.all(jnp.stack(mass_matrix_checks(mechanism, *screened)))
         return (
             q,
             qd,
@@ -544,13 +549,18 @@ def _solve(
             jnp.max(jnp.abs(phi), initial=0.0),
             jnp.max(jnp.abs(c), initial=0.0),
             energy,
-            mass_ok,
         )
 
     failed = result != RESULTS.successful
     past = ~ok | ~(ts <= t_final) | (failed if saveat is None else jnp.zeros((), bool))
     held = _held_past(past, (ts, ys), (t_final, final))
-    q, qd, qdd, lam, res_phi, res_c, energy, mass_ok = _map_saved(outputs, *held)
+    q, qd, qdd, lam, res_phi, res_c, energy = _map_saved(outputs, *held)
+    # A vmap, not `_map_saved`: the screen's small factorisations vectorise (no LAPACK call
+    # under vmap, `jaxmbs._internal.linalg`), and as a loop it cost a reverse gradient of
+    # the four-bar 40 % of its run.
+    mass_ok = jax.vmap(lambda t, y: _mass_matrix_valid(mechanism, space, t, y, params))(
+        *jax.lax.stop_gradient(held)
+    )
     # M(q) screened at the outputs (and where the run ended): the first invalid one ends the
     # run there, named.
     invalid = ~mass_ok & ~past
