@@ -232,9 +232,9 @@ def test_assemble_and_projection_keep_the_normalisation(heavy_top):
     assert abs(float(jnp.linalg.norm(q[3:])) - 1) < 1e-15
     assert float(jnp.max(jnp.abs(mech.constraints(0.0, q, mech.params)))) < 1e-15
     assert abs(float(q[3:] @ qd[3:])) < 1e-15  # the normalisation's velocity row, eᵀė = 0
-    projected = jax.jit(
-        lambda q: jaxmbs.project_positions(mech, q, 0.0, mech.params, 4)
-    )(jnp.asarray(guess))
+    projected = jax.jit(lambda q: jaxmbs.project_positions(mech, q, 0.0, mech.params, 4))(
+        jnp.asarray(guess)
+    )
     assert abs(float(jnp.linalg.norm(projected[3:])) - 1) < 1e-14
     assert float(jnp.max(jnp.abs(mech.constraints(0.0, projected, mech.params)))) < 1e-14
     assert mech.constraint_groups[0] == ("normalization", (0,))

@@ -170,16 +170,21 @@ def _rest(mech, q):
     return jaxmbs.simulate(mech, q, np.zeros(mech.n), (0.0, 1e-3), saveat=jnp.array([0.0]))
 
 
+def motor_disc(J: float, tau0: float, tau1: float) -> jaxmbs.Mechanism:
+    """A disc of inertia J on a revolute, driven by a motor u(t) = τ₀ + τ₁ t, no spring."""
+    motor = forces.RotationalSpringDamper(
+        "motor", body_i=None, body_j=0, actuator=lambda t, q, qd, p: tau0 + tau1 * t
+    )
+    return planar.planar_mechanism(
+        [planar.Body("disc", 1.0, J)], [planar.Revolute("axle", 0, (0.0, 0.0))], elements=[motor]
+    ).with_structure(np.zeros(3))
+
+
 def test_motor_torque_across_a_joint():
     """A disc on a revolute with a motor u(t) = τ₀ + τ₁ t and no spring: J φ̈ = u, so
     φ(t) = (τ₀ t²/2 + τ₁ t³/6) / J, and the energy grows by the motor's work ∫ u φ̇ dt."""
     J, tau0, tau1 = 0.5, 2.0, -0.6
-    motor = forces.RotationalSpringDamper(
-        "motor", body_i=None, body_j=0, actuator=lambda t, q, qd, p: tau0 + tau1 * t
-    )
-    mech = planar.planar_mechanism(
-        [planar.Body("disc", 1.0, J)], [planar.Revolute("axle", 0, (0.0, 0.0))], elements=[motor]
-    ).with_structure(np.zeros(3))
+    mech = motor_disc(J, tau0, tau1)
     ts = np.linspace(0.0, 2.0, 21)
     sol = jaxmbs.simulate(mech, np.zeros(3), np.zeros(3), (0.0, 2.0), saveat=ts, rtol=TOL, atol=TOL)
     np.testing.assert_allclose(sol.q[:, 2], (tau0 * ts**2 / 2 + tau1 * ts**3 / 6) / J, atol=1e-9)
@@ -414,12 +419,7 @@ def test_motor_work_includes_its_explicit_time_dependence():
     """The motor of `test_motor_torque_across_a_joint`: its power u φ̇ is a cubic in t, so
     the Hermite rule on 5 outputs is exact, W = ½ J φ̇² (the trapezoidal rule is 0.2 off)."""
     J, tau0, tau1 = 0.5, 2.0, -0.6
-    motor = forces.RotationalSpringDamper(
-        "motor", body_i=None, body_j=0, actuator=lambda t, q, qd, p: tau0 + tau1 * t
-    )
-    mech = planar.planar_mechanism(
-        [planar.Body("disc", 1.0, J)], [planar.Revolute("axle", 0, (0.0, 0.0))], elements=[motor]
-    ).with_structure(np.zeros(3))
+    mech = motor_disc(J, tau0, tau1)
     ts = np.linspace(0.0, 2.0, 5)
     sol = jaxmbs.simulate(mech, np.zeros(3), np.zeros(3), (0.0, 2.0), saveat=ts, rtol=TOL, atol=TOL)
     work = jaxmbs.element_work(mech, sol)["motor"]

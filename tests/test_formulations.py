@@ -90,9 +90,7 @@ def test_against_hand_derived_numpy_reference():
     mech = chain.chain(4)
     ref = reference.chain_model(4)
     q, qd = chain.initial_state(mech, 0.7)
-    qd = jaxmbs.project_velocities(
-        mech, q, jnp.asarray(rng.normal(size=12)), 0.0, mech.params
-    )
+    qd = jaxmbs.project_velocities(mech, q, jnp.asarray(rng.normal(size=12)), 0.0, mech.params)
     qdd = jaxmbs.accelerations(mech, q, qd, 0.0)
     assert_close(
         qdd, reference.accelerations(ref, np.asarray(q), np.asarray(qd)), 0, 1e-10, "chain q̈"
