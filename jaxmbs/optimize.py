@@ -6,10 +6,11 @@ target. Its gradient comes by automatic differentiation through every solver ste
 
 - **Reverse mode** (`jax.grad`, the default of `optimize`): `simulate` differentiates the
   discrete solve itself ("discretise, then optimise": the gradient of exactly the computed
-  loss) on the forward run's accepted steps (`jaxmbs.integrate.replay`), with diffrax's
-  online binomial checkpointing: about √(2 max_steps) copies of the solver state (≈ 450 for
-  the default max_steps = 100 000), the steps in between recomputed on the backward pass.
-  The cost is independent of the number of parameters.
+  loss) on the forward run's accepted steps, by the discrete adjoint
+  (`jaxmbs.integrate.adjoint`): the backward pass applies the vjp of one step in reverse
+  over the recorded steps, recomputing them in segments (about 2√max_steps stored states,
+  ≈ 630 for the default max_steps = 100 000, and 8 bytes of step time per step of
+  max_steps). The cost is independent of the number of parameters.
 - **Forward mode** (`adjoint=diffrax.ForwardMode()` in `simulate`, `gradient="forward"`
   here): one tangent solve per parameter, no stored trajectory; cheaper than reverse mode
   for a handful of parameters (see `benchmarks/batch.py`).

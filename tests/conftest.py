@@ -9,8 +9,9 @@ import sys
 #: kernel emitter: most of the suite's time is compilation, and these settings cut it by
 #: ~40 % (four heavy modules on 2 workers: 406 → 245 s) at the cost of slower compiled
 #: code. The programs are the same HLO, so results differ at most by rounding; the
-#: replay's rough-road test still sees the checkpointed adjoint's defect under them (7.9e-2
-#: relative without `replayed`, against 1.7e-3 with the default settings). The benchmarks
+#: rough-road test (`test_reverse_replay.py`) still sees the checkpointed adjoint's defect
+#: under them (7.9e-2 relative with diffrax's checkpointed adjoint, against 1.7e-3 with the
+#: default settings). The benchmarks
 #: and the library itself keep XLA's defaults.
 QUICK_XLA_FLAGS = "--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0"
 

@@ -1,5 +1,5 @@
 """Reverse mode on a long adaptive run over a rough road, and through runs stopped by
-events: it must give forward mode's gradient. Before `jaxmbs.integrate.replay`, the
+events: it must give forward mode's gradient. Before reverse mode kept the forward run's steps (`jaxmbs.integrate.adjoint`), the
 checkpointed adjoint's recomputation drifted from the forward run's steps (last-bit
 differences of the recompiled steps, amplified by the error estimate) and the rough-road
 gradient was 1e-3 and 4e-2 relative off in two components."""
@@ -77,7 +77,7 @@ def test_reverse_mode_equals_forward_mode_on_a_rough_road(record_property):
 
 
 def test_reverse_mode_through_events_equals_forward_mode():
-    """A run stopped by an event: reverse mode replays the steps up to the stop, and output
+    """A run stopped by an event: reverse mode retakes the steps up to the stop, and output
     times past it pass nothing back. A boolean event stops at a step's end (output times
     after it are NaN); one with a root finder at the root, whose time depends on g (diffrax's
     own adjoint differentiates it)."""
@@ -113,8 +113,8 @@ def test_reverse_mode_through_events_equals_forward_mode():
 
 def test_reverse_mode_before_a_singular_stop_equals_forward_mode():
     """A run the rank check stops (a 3-link chain swinging from 0.6 rad; a rank tolerance of
-    0.7 of the largest pivot counts it singular at t ≈ 0.48 s): the replay leaves the check
-    out and ends where the run ended. Outputs before the stop get forward mode's gradient; a
+    0.7 of the largest pivot counts it singular at t ≈ 0.48 s): the adjoint retakes the
+    recorded steps and ends where the run ended. Outputs before the stop get forward mode's gradient; a
     loss that reads an output past it has a NaN gradient in either mode."""
     mech = chain.chain(3)
     q0, qd0 = chain.initial_state(mech, 0.6)

@@ -106,7 +106,7 @@ def test_element_force_is_the_linear_law(pendulum, explicit):
 @pytest.mark.parametrize("mode", ["reverse", "forward"])
 def test_gradient_through_implicit_solve(pendulum, mode):
     """d(final bob radius and rod angle)/d(k, c) against central differences; reverse mode
-    the default (`jaxmbs.integrate.replay`). diffrax's checkpointed adjoint alone passed or
+    the default (`jaxmbs.integrate.adjoint`). diffrax's checkpointed adjoint alone passed or
     failed (1.5e-3 relative off) with last-bit changes of the compiled program."""
     mech, q0, qd0 = pendulum
     t1 = 0.3

@@ -56,7 +56,7 @@ from .inputs import (
     raise_if_invalid,
 )
 from .partitioned import PartitionedCoordinates
-from .replay import StepReplay, replayed
+from .adjoint import DiscreteAdjoint, Integration, adjoint_solve
 from .solution import (
     RESULTS,
     Solution,
@@ -64,7 +64,7 @@ from .solution import (
     raise_on_failure,
     rhs_evaluations,
 )
-from .solvers import exact_newton, multiply_add_stages
+from .solvers import exact_newton, multiply_add_stages, with_controller_tolerances
 from .stabilization import AbstractStabilization, get_stabilization
 from .state_space import AbstractStateSpace, AllCoordinates
 from .switching import Switching
@@ -147,10 +147,11 @@ def simulate(
       mapping replaces only its keys.
     - `dt0`: initial step (None: chosen automatically).
     - `max_steps`: step limit.
-    - `adjoint`: diffrax adjoint for gradients (default: reverse mode on the forward run's
-      own accepted steps, `jaxmbs.integrate.replay`; diffrax's checkpointed adjoint with an
-      `event` that has a root finder; and `diffrax.ForwardMode()` when `simulate` is
-      differentiated by `jax.jvp`/`jax.jacfwd`); one given is used as is.
+    - `adjoint`: how gradients are taken (default: reverse mode by the discrete adjoint over
+      the forward run's accepted steps, `jaxmbs.integrate.adjoint.DiscreteAdjoint()` — pass
+      one to choose its segment length; diffrax's checkpointed adjoint with an `event` that
+      has a root finder; and `diffrax.ForwardMode()` when `simulate` is differentiated by
+      `jax.jvp`/`jax.jacfwd`); a diffrax adjoint given is used as is.
     - `consistency_tol`: the largest |Φ(q0)| and |c(q0, q̇0)| accepted.
     - `check_rank`: stop with `RESULTS.singular_configuration` if the rank of C changes.
     - `rank_rtol`: relative pivot size below which the rank is taken to change, in (0, 1).
@@ -197,7 +198,7 @@ def simulate(
         if "custom_vjp" not in str(error):
             raise
         # Forward mode (jax.jvp, jax.jacfwd) through a reverse-mode rule (the default
-        # `replayed`, or a checkpointed loop), a custom_vjp: differentiate the loop itself.
+        # discrete adjoint, or a checkpointed loop), a custom_vjp: differentiate the loop.
         if adjoint is not None:
             raise TypeError(
                 f"forward-mode differentiation (jax.jvp, jax.jacfwd) cannot pass through "
@@ -252,7 +253,7 @@ class _Options(eqx.Module):
     stabilization: AbstractStabilization
     solver: diffrax.AbstractSolver
     controller: diffrax.AbstractStepSizeController
-    adjoint: diffrax.AbstractAdjoint | None  # None: reverse mode by `replayed`
+    adjoint: diffrax.AbstractAdjoint | DiscreteAdjoint
     progress_meter: diffrax.AbstractProgressMeter
     event: diffrax.Event | None
     dt0: float | None = eqx.field(static=True)
@@ -261,13 +262,14 @@ class _Options(eqx.Module):
     rank_rtol: float | None = eqx.field(static=True)
 
 
-def _default_adjoint(event: diffrax.Event | None) -> diffrax.AbstractAdjoint | None:
-    """None (reverse mode by `replayed`), except for an event located by a root finder:
-    its time depends on the parameters through the root, which diffrax differentiates in
-    its own adjoint, while a replay would end on the recorded root as a fixed time."""
+def _default_adjoint(event: diffrax.Event | None) -> diffrax.AbstractAdjoint | DiscreteAdjoint:
+    """The discrete adjoint (`jaxmbs.integrate.adjoint`), except for an event located by a
+    root finder: its time depends on the parameters through the root, which diffrax
+    differentiates in its own adjoint, while the discrete adjoint takes the recorded steps'
+    times as given."""
     if event is not None and event.root_finder is not None:
         return diffrax.RecursiveCheckpointAdjoint()
-    return None
+    return DiscreteAdjoint()
 
 
 def _controller(controller, rtol, atol, t0, t1, space: AbstractStateSpace):
@@ -384,7 +386,7 @@ def _forward_mode_stages(solver, adjoint):
 def _wrapped_solver(mechanism, space: AbstractStateSpace, options):
     """The diffrax solver with the state space's wrapper (projection, switching)."""
     solver = _forward_mode_stages(multiply_add_stages(options.solver), options.adjoint)
-    solver = exact_newton(solver)
+    solver = with_controller_tolerances(exact_newton(solver), options.controller)
     return space.wrap_solver(solver, mechanism, options.stabilization)
 
 
@@ -401,58 +403,73 @@ def _internal_conditions(mechanism, space: AbstractStateSpace, options):
     return internal
 
 
-def _integrate(problem: tuple, controller: StepReplay | None = None, record_steps=False):
-    """The diffrax solve of `problem` = (mechanism, space, y0, args, t0, t1,
-    saveat, options), built from these alone (`replayed` differentiates it as a function of
-    them). Saved: the final state, the output times, and with `record_steps` the accepted
-    steps' end times; `controller` replaces the options' step-size controller."""
+def _prepare(problem: tuple) -> Integration:
+    """The solve's pieces, built once from `problem` = (mechanism, space, y0, args, t0, t1,
+    saveat, options) alone: the diffrax terms, the wrapped solver (projection, switching),
+    and the data (`adjoint_solve` differentiates a step as a function of the problem)."""
     mechanism, space, y0, args, t0, t1, saveat, options = problem
-    replaying = controller is not None
-    if replaying:  # end where the recorded run ended (an event, a failure), or at t1
-        controller = controller.with_tolerances(options.controller)
-        t1 = controller.end(t0, t1)
-        if saveat is not None:  # times past it: outputs held at the end (`_held_past`)
-            saveat = jnp.minimum(saveat, t1)
-    # A replay stops where the recorded run stopped: without the failure conditions.
-    internal = [] if replaying else _internal_conditions(mechanism, space, options)
+    return Integration(
+        terms=diffrax.ODETerm(space.vector_field(mechanism, options.stabilization)),
+        solver=_wrapped_solver(mechanism, space, options),
+        y0=y0,
+        args=args,
+        t0=t0,
+        t1=t1,
+        saveat=saveat,
+    )
+
+
+def _conditions(mechanism, space: AbstractStateSpace, options) -> tuple[diffrax.Event | None, int]:
+    """The solve's terminating event — the internal conditions of a singular configuration
+    first, then the user's — and the number of internal ones."""
+    internal = _internal_conditions(mechanism, space, options)
     user, user_directions = _user_conditions(space, mechanism, options.event)
     conditions = internal + user
-    event = None
-    if conditions:
-        event = diffrax.Event(
-            tuple(conditions),
-            root_finder=None if options.event is None else options.event.root_finder,
-            direction=tuple([None] * len(internal) + list(user_directions)),
-        )
+    if not conditions:
+        return None, len(internal)
+    event = diffrax.Event(
+        tuple(conditions),
+        root_finder=None if options.event is None else options.event.root_finder,
+        direction=tuple([None] * len(internal) + list(user_directions)),
+    )
+    return event, len(internal)
+
+
+def _integrate(problem: tuple, record_steps: bool = False) -> diffrax.Solution:
+    """The diffrax solve of `problem` (`_prepare`), built from it alone. Saved: the final
+    state, the output times, and with `record_steps` the accepted steps' end times."""
+    mechanism, space, y0, args, t0, t1, saveat, options = problem
+    it = _prepare(problem)
     # The final state (where the run stopped) is saved apart from the output times.
     subs = [diffrax.SubSaveAt(t1=True)]
     if saveat is not None:
         subs.append(diffrax.SubSaveAt(ts=saveat))
     if record_steps:
         subs.append(diffrax.SubSaveAt(steps=True, fn=_no_state))
-    # Under `replayed` the solve itself is not differentiated: any adjoint does.
-    adjoint = diffrax.RecursiveCheckpointAdjoint() if options.adjoint is None else options.adjoint
-    out = diffrax.diffeqsolve(
-        diffrax.ODETerm(space.vector_field(mechanism, options.stabilization)),
-        _wrapped_solver(mechanism, space, options),
+    # Under `adjoint_solve` the solve itself is not differentiated: any adjoint does.
+    adjoint = options.adjoint
+    if isinstance(adjoint, DiscreteAdjoint):
+        adjoint = diffrax.RecursiveCheckpointAdjoint()
+    return diffrax.diffeqsolve(
+        it.terms,
+        it.solver,
         t0,
         t1,
-        None if replaying else options.dt0,
+        options.dt0,
         y0,
         args=args,
         saveat=diffrax.SaveAt(subs=subs, solver_state=True),
-        stepsize_controller=controller if replaying else options.controller,
+        stepsize_controller=options.controller,
         max_steps=options.max_steps,
         adjoint=adjoint,
-        event=event,
-        progress_meter=diffrax.NoProgressMeter() if replaying else options.progress_meter,
+        event=_conditions(mechanism, space, options)[0],
+        progress_meter=options.progress_meter,
         throw=False,
     )
-    return out
 
 
 def _no_state(t, y, args) -> None:
-    """Saves nothing but the time (the recorded steps of `replayed`)."""
+    """Saves nothing but the time (the recorded steps of `adjoint_solve`)."""
     return None
 
 
@@ -490,9 +507,13 @@ def _solve(
     ok = ok & representable
     args = (params, ok)
     problem = (mechanism, space, y0, args, t0, t1, saveat, options)
-    out = _integrate(problem) if options.adjoint is not None else replayed(problem, _integrate)
-    solver = _wrapped_solver(mechanism, space, options)
-    n_internal = len(_internal_conditions(mechanism, space, options))
+    if isinstance(options.adjoint, DiscreteAdjoint):
+        segment = options.adjoint.segment_for(options.max_steps)
+        out = adjoint_solve(problem, _integrate, _prepare, segment)
+    else:
+        out = _integrate(problem)
+    solver = _prepare(problem).solver
+    n_internal = _conditions(mechanism, space, options)[1]
     t_final, final = out.ts[0][0], jax.tree_util.tree_map(lambda x: x[0], out.ys[0])
     ts, ys = out.ts[-1], out.ys[-1]
 

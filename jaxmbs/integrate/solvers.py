@@ -233,6 +233,26 @@ def exact_newton(solver: diffrax.AbstractSolver) -> diffrax.AbstractSolver:
     return eqx.tree_at(lambda s: s.root_finder, solver, newton)
 
 
+def with_controller_tolerances(
+    solver: diffrax.AbstractSolver, controller: diffrax.AbstractStepSizeController
+) -> diffrax.AbstractSolver:
+    """An implicit solver whose root finder takes its `rtol`, `atol`, `norm` from the
+    step-size controller (diffrax's default) with those set from `controller` now, as
+    `diffrax.diffeqsolve` sets them: a step taken outside the solve (the discrete adjoint,
+    `jaxmbs.integrate.adjoint`) then solves its stages as the solve did."""
+    if not isinstance(solver, diffrax.AbstractImplicitSolver) or not isinstance(
+        controller, diffrax.AbstractAdaptiveStepSizeController
+    ):
+        return solver
+    unset = diffrax.with_stepsize_controller_tols(optx.Newton)().rtol
+    names = [a for a in ("rtol", "atol", "norm") if getattr(solver.root_finder, a) is unset]
+    return eqx.tree_at(
+        lambda s: tuple(getattr(s.root_finder, a) for a in names),
+        solver,
+        tuple(getattr(controller, a) for a in names),
+    )
+
+
 def multiply_add_stages(solver: diffrax.AbstractSolver) -> diffrax.AbstractSolver:
     """A diffrax explicit Runge–Kutta solver as `MultiplyAddRungeKutta`; others unchanged."""
     if isinstance(solver, diffrax.AbstractERK) and not solver.tableau.implicit:

@@ -1,0 +1,327 @@
+"""Reverse mode of an adaptive solve: a discrete adjoint over the forward run's accepted steps.
+
+**What is differentiated.** diffrax's PID controller stops gradients through its decisions,
+so the derivative of an adaptive solve is the derivative of the integration on its accepted
+grid t₀ < t₁ < … < t_N. On that grid the run is the recurrence
+
+    s_{k+1} = S(s_k; t_k, t_{k+1}, θ),    s_k = (y_k, σ_k),
+
+S the wrapped solver's step (`solver.step`: the stage sums of the tableau, an implicit
+method's stage Newton solves, the stabilisation's end-of-step projection, a switch of
+coordinates), y the ODE state, σ the solver state (the first-same-as-last stage f(t_k, ·) of
+the previous step's end, taken before its projection; switching flags) and θ everything
+else the step reads (parameters, the mechanism's arrays). The outputs are the final state
+y_N and the dense output y(τ_j) = I_k(τ_j) of the step k that contains each output time
+τ_j ∈ (t_k, t_{k+1}] (diffrax's rule; τ_j ≤ t₀ belongs to step 0).
+
+**The adjoint recurrence.** With ā_k = ∂L/∂s_k and d̄_k the cotangent of step k's dense
+output (the sum of the interpolation's vjp over the output times it holds),
+
+    ā_N = (ȳ_N, 0),    (ā_k, θ̄_k) = vjp_S(s_k, θ)(ā_{k+1}, d̄_k),    θ̄ = Σ_k θ̄_k,
+
+and ȳ₀ from ā₀ through the solver's initial state σ₀ = init(y₀). One backward loop in
+reverse over the recorded steps applies the vjp of one step function, so the integration
+loop is never linearised or transposed: the program holds the step, its vjp and the
+interpolation's vjp once each. An implicit method's stage solve is differentiated by the
+implicit function theorem (optimistix), the projection by its own derivative rule
+(`jaxmbs.integrate.stabilization.project_state`).
+
+**What the backward pass needs and keeps.** The forward pass is the adaptive solve, which
+also records its accepted step times (`SubSaveAt(steps=True)`: 8 bytes per step of
+`max_steps`). The states s_k are recomputed from those times — the same steps, whatever the
+rounding, since the times are given — in segments of `segment` steps: a first sweep keeps
+s_k at every segment's start (⌈max_steps / segment⌉ checkpoints) and the last segment's
+states; going back, each earlier segment is recomputed from its checkpoint before it is
+swept. Memory: (segment + ⌈max_steps/segment⌉) states, independent of the steps a run
+takes; work: one or two recomputations of the accepted steps (none of the rejected ones)
+and one vjp per step. The first step's start and a last step that ends at t1 carry the
+derivatives with respect to t0 and t1; the other step times are decisions (no gradient).
+A run stopped by a failure ends its recurrence at its last accepted step (the outputs past
+it are NaN, `jaxmbs.simulate`); a user's event without a root finder stops at a step's end,
+whose time is a decision too. An event located by a root finder is left to diffrax's own
+adjoint (`jaxmbs.simulate`), which differentiates the root.
+
+**Why not diffrax's checkpointed adjoint.** Its backward pass recomputes the adaptive
+steps, compiled anew: last-bit differences of the recomputed stages shift the error
+estimate (a difference of nearly equal stage sums) and with it the next step, until an
+accept/reject decision flips and the backward pass carries the cotangents of one run
+through the steps of another (48 % off in one component of a rough-road quarter car's
+gradient). Here the steps are given.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import NamedTuple
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from .._internal.types import Array, PyTree
+
+
+class Integration(NamedTuple):
+    """What the backward pass needs to retake one step: the diffrax terms and wrapped
+    solver, the initial state, the solve's `args`, its time span and output times (None:
+    none). Built from the problem alone, so that the vjp of a step reaches every array the
+    step reads."""
+
+    terms: diffrax.AbstractTerm
+    solver: diffrax.AbstractSolver
+    y0: PyTree
+    args: PyTree
+    t0: Array
+    t1: Array
+    saveat: Array | None
+
+
+# `run(problem, record_steps) -> diffrax.Solution`: the adaptive solve, whose last
+# `SubSaveAt` records the accepted steps' end times when `record_steps` is True; its first
+# `SubSaveAt` is the final state (t1=True), the second the output times (if any).
+Run = Callable[[PyTree, bool], diffrax.Solution]
+# `prepare(problem) -> Integration`.
+Prepare = Callable[[PyTree], Integration]
+
+
+class DiscreteAdjoint(eqx.Module):
+    """Reverse mode of `jaxmbs.simulate` by the discrete adjoint over the forward run's
+    accepted steps (module notes); the default.
+
+    **Arguments:**
+
+    - `segment`: steps recomputed and kept at once in the backward pass (None: ⌈√max_steps⌉,
+      which keeps ~2√max_steps states). Runs of up to `segment` steps recompute their steps
+      once, longer runs twice.
+    """
+
+    segment: int | None = eqx.field(default=None, static=True)
+
+    def segment_for(self, max_steps: int) -> int:
+        """The segment length for a solve of at most `max_steps` steps."""
+        if self.segment is None:
+            return max(1, math.isqrt(max_steps - 1) + 1)
+        if self.segment < 1:
+            raise ValueError(f"segment must be a positive number of steps, got {self.segment}")
+        return min(self.segment, max_steps)
+
+
+def _without_steps(out: diffrax.Solution) -> diffrax.Solution:
+    """The solution without its last `SubSaveAt` (the recorded steps)."""
+    return eqx.tree_at(lambda s: (s.ts, s.ys), out, (out.ts[:-1], out.ys[:-1]))
+
+
+@eqx.filter_custom_vjp
+def adjoint_solve(problem: PyTree, run: Run, prepare: Prepare, segment: int):
+    """`run(problem, False)`, differentiated in reverse mode by the discrete adjoint (module
+    notes). `run` and `prepare` must build everything from `problem` (no closed-over
+    arrays: their derivatives would be lost)."""
+    return run(problem, False)
+
+
+@adjoint_solve.def_fwd
+def _adjoint_fwd(perturbed, problem, run: Run, prepare: Prepare, segment: int):
+    del perturbed
+    out = run(problem, True)
+    grid = jax.lax.stop_gradient(out.ts[-1])
+    return _without_steps(out), (grid, out.stats["num_accepted_steps"])
+
+
+def _zeros_for_none(cotangent: PyTree, like: PyTree) -> PyTree:
+    """The cotangent with its None leaves (zero cotangents) as zeros shaped like `like`."""
+    if cotangent is None:
+        return jax.tree_util.tree_map(jnp.zeros_like, like)
+    return jax.tree_util.tree_map(
+        lambda c, x: jnp.zeros_like(x) if c is None else c,
+        cotangent,
+        like,
+        is_leaf=lambda c: c is None,
+    )
+
+
+def _add(a: PyTree, b: PyTree) -> PyTree:
+    """Leafwise sum of two cotangent trees (None: zero)."""
+    return jax.tree_util.tree_map(
+        lambda x, y: x if y is None else (y if x is None else x + y),
+        a,
+        b,
+        is_leaf=lambda x: x is None,
+    )
+
+
+def _zero_cotangent(tree: PyTree) -> PyTree:
+    """Zeros for the inexact arrays of `tree`, None elsewhere."""
+    return jax.tree_util.tree_map(
+        lambda x: jnp.zeros_like(x) if eqx.is_inexact_array(x) else None, tree
+    )
+
+
+class _Steps(eqx.Module):
+    """The recorded run: its step ends `grid` (padded with +inf), their number `n`, and the
+    step function on it."""
+
+    grid: Array
+    n: Array
+    prepare: Prepare = eqx.field(static=True)
+
+    def times(self, problem, k) -> tuple[Array, Array]:
+        """Step k's (start, end): t0 for the first start, t1 for the last end where the run
+        reached t1 (so that their derivatives pass), the recorded times elsewhere."""
+        it = self.prepare(problem)
+        start = jnp.where(k == 0, it.t0, self.grid[jnp.maximum(k - 1, 0)])
+        end_at_t1 = (k == self.n - 1) & (self.grid[k] == it.t1)
+        return start, jnp.where(end_at_t1, it.t1, self.grid[k])
+
+    def start(self, problem) -> PyTree:
+        """s₀ = (y₀, σ₀): the initial state and the solver's initial state."""
+        it = self.prepare(problem)
+        first_end = jnp.minimum(self.grid[0], it.t1)
+        return it.y0, it.solver.init(it.terms, it.t0, first_end, it.y0, it.args)
+
+    def step(self, problem, k, s) -> tuple[PyTree, tuple]:
+        """s_{k+1} and step k's dense output (info, start, end)."""
+        it = self.prepare(problem)
+        start, end = self.times(problem, k)
+        y, state = s
+        y1, _, dense, state1, _ = it.solver.step(it.terms, start, end, y, it.args, state, False)
+        return (y1, state1), (dense, start, end)
+
+    def output(self, problem, dense, start, end, tau) -> PyTree:
+        """The dense output of a step at time tau."""
+        interpolation = self.prepare(problem).solver.interpolation_cls
+        return interpolation(t0=start, t1=end, **dense).evaluate(tau)
+
+
+def _recompute(steps: _Steps, problem, s, first, last, buffer):
+    """States s_first … s_{last−1} from s = s_first, written into `buffer` at k − first;
+    returns the buffer."""
+
+    def body(k, carry):
+        s, buffer = carry
+        buffer = jax.tree_util.tree_map(lambda b, x: b.at[k - first].set(x), buffer, s)
+        return steps.step(problem, k, s)[0], buffer
+
+    return jax.lax.fori_loop(first, last, body, (s, buffer))[1]
+
+
+def _checkpoints(steps: _Steps, problem, s0, segment: int, count: int):
+    """The first sweep: s_k at every segment's start (`count` of them) and the states of the
+    last segment."""
+
+    def body(k, carry):
+        s, checkpoints, buffer = carry
+        index = k // segment
+        checkpoints = jax.tree_util.tree_map(
+            lambda c, x: c.at[index].set(jnp.where(k % segment == 0, x, c[index])),
+            checkpoints,
+            s,
+        )
+        buffer = jax.tree_util.tree_map(lambda b, x: b.at[k % segment].set(x), buffer, s)
+        return steps.step(problem, k, s)[0], checkpoints, buffer
+
+    checkpoints = jax.tree_util.tree_map(lambda x: jnp.zeros((count, *x.shape), x.dtype), s0)
+    buffer = jax.tree_util.tree_map(lambda x: jnp.zeros((segment, *x.shape), x.dtype), s0)
+    _, checkpoints, buffer = jax.lax.fori_loop(0, steps.n, body, (s0, checkpoints, buffer))
+    return checkpoints, buffer
+
+
+def _output_cotangents(steps: _Steps, problem, dense, start, end, saved_bar, first, last):
+    """Σ_j vjp of step k's dense output at the output times τ_first … τ_{last−1}: the
+    cotangents of the dense information, of the step's start and end, and of the problem
+    (through τ_j)."""
+    zero = (_zero_cotangent(dense), jnp.zeros_like(start), jnp.zeros_like(end))
+
+    def body(j, carry):
+        bars, problem_bar = carry
+        tau_of = lambda p: steps.prepare(p).saveat[j]  # noqa: E731
+        _, pullback = eqx.filter_vjp(
+            lambda d, a, b, p: steps.output(p, d, a, b, tau_of(p)), dense, start, end, problem
+        )
+        ybar = jax.tree_util.tree_map(lambda c: c[j], saved_bar)
+        d_bar, a_bar, b_bar, p_bar = pullback(ybar)
+        return _add(bars, (d_bar, a_bar, b_bar)), _add(problem_bar, p_bar)
+
+    return jax.lax.fori_loop(first, last, body, (zero, _zero_cotangent(problem)))
+
+
+@adjoint_solve.def_bwd
+def _adjoint_bwd(residuals, cotangent, perturbed, problem, run: Run, prepare: Prepare, segment):
+    del perturbed, run
+    grid, n = residuals
+    steps = _Steps(grid, n, prepare)
+    it = prepare(problem)
+    max_steps = grid.shape[0]
+    count = -(-max_steps // segment)
+
+    # Cotangents of the final state (the first SubSaveAt), its time, and the saved states.
+    s0 = steps.start(problem)
+    final_bar = jax.tree_util.tree_map(
+        lambda c: c[0], _zeros_for_none(cotangent.ys[0], jax.tree_util.tree_map(
+            lambda y: jnp.zeros((1, *jnp.shape(y)), jnp.result_type(y)), it.y0))
+    )  # fmt: skip
+    t_final_bar = jnp.zeros_like(it.t0) if cotangent.ts[0] is None else cotangent.ts[0][0]
+    saved_bar = owner = None
+    if it.saveat is not None:
+        saved_bar = _zeros_for_none(
+            cotangent.ys[1],
+            jax.tree_util.tree_map(
+                lambda y: jnp.zeros((it.saveat.shape[0], *jnp.shape(y)), jnp.result_type(y)),
+                it.y0,
+            ),
+        )
+        # The output τ_j belongs to the first step whose end is ≥ τ_j.
+        owner = jnp.searchsorted(grid, it.saveat, side="left")
+
+    checkpoints, buffer = _checkpoints(steps, problem, s0, segment, count)
+    s_bar = (final_bar, _zero_cotangent(s0[1]))
+    last_segment = (n - 1) // segment
+
+    def sweep_step(k, carry):
+        """Step k's vjp: ā_k from ā_{k+1} and the cotangents of its outputs."""
+        s_bar, problem_bar, buffer = carry
+        s = jax.tree_util.tree_map(lambda b: b[k % segment], buffer)
+        (_, (dense, start, end)), pullback = eqx.filter_vjp(
+            lambda p, s_: steps.step(p, k, s_), problem, s
+        )
+        if saved_bar is None:
+            out_bars = (_zero_cotangent(dense), jnp.zeros_like(start), jnp.zeros_like(end))
+        else:
+            # Step k's outputs: τ_first … τ_{last−1}.
+            first, last = jnp.searchsorted(owner, jnp.stack([k, k + 1]), side="left")
+            out_bars, tau_bar = _output_cotangents(
+                steps, problem, dense, start, end, saved_bar, first, last
+            )
+            problem_bar = _add(problem_bar, tau_bar)
+        d_bar, start_bar, end_bar = out_bars
+        end_bar = end_bar + jnp.where(k == n - 1, t_final_bar, 0.0)
+        p_bar, s_bar = pullback((s_bar, (d_bar, start_bar, end_bar)))
+        return s_bar, _add(problem_bar, p_bar), buffer
+
+    def sweep_segment(carry):
+        index, s_bar, problem_bar, buffer = carry
+        first = index * segment
+        last = jnp.minimum(first + segment, n)
+        start_state = jax.tree_util.tree_map(lambda c: c[index], checkpoints)
+        buffer = jax.lax.cond(
+            index == last_segment,
+            lambda: buffer,
+            lambda: _recompute(steps, problem, start_state, first, last, buffer),
+        )
+
+        def reverse(i, carry):
+            return sweep_step(last - 1 - i, carry)
+
+        s_bar, problem_bar, buffer = jax.lax.fori_loop(
+            0, last - first, reverse, (s_bar, problem_bar, buffer)
+        )
+        return index - 1, s_bar, problem_bar, buffer
+
+    _, s_bar, problem_bar, _ = jax.lax.while_loop(
+        lambda carry: carry[0] >= 0,
+        sweep_segment,
+        (last_segment, s_bar, _zero_cotangent(problem), buffer),
+    )
+    _, pullback = eqx.filter_vjp(steps.start, problem)
+    return _add(problem_bar, pullback(s_bar)[0])
