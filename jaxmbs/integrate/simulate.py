@@ -44,6 +44,7 @@ from ..formulations import AbstractFormulation, get_formulation
 from ..formulations.closing import ClosingVariant
 from ..kinematics.constraints import position_residual, velocity_residual
 from ..kinematics.structure import with_known_structure
+from .adjoint import DiscreteAdjoint, Integration, adjoint_solve
 from .closing import ClosingConditions
 from .events import mass_pivot, rank_condition, relative_pivot
 from .inputs import (
@@ -56,7 +57,6 @@ from .inputs import (
     raise_if_invalid,
 )
 from .partitioned import PartitionedCoordinates
-from .adjoint import DiscreteAdjoint, Integration, adjoint_solve
 from .solution import (
     RESULTS,
     Solution,
@@ -148,7 +148,7 @@ def simulate(
     - `dt0`: initial step (None: chosen automatically).
     - `max_steps`: step limit.
     - `adjoint`: how gradients are taken (default: reverse mode by the discrete adjoint over
-      the forward run's accepted steps, `jaxmbs.integrate.adjoint.DiscreteAdjoint()` — pass
+      the forward run's accepted steps, `jaxmbs.DiscreteAdjoint()` — pass
       one to choose its segment length; diffrax's checkpointed adjoint with an `event` that
       has a root finder; and `diffrax.ForwardMode()` when `simulate` is differentiated by
       `jax.jvp`/`jax.jacfwd`); a diffrax adjoint given is used as is.
@@ -369,6 +369,50 @@ def _nan_past_read_bwd(past: Array, cotangent: Array):
 
 
 _nan_past_read.defvjp(_nan_past_read_fwd, _nan_past_read_bwd)
+
+
+@jax.custom_jvp
+def _detected(failed: Array, t: Array, inputs: PyTree) -> Array:
+    """t, with a NaN derivative with respect to the run's `inputs` where `failed` (forward
+    mode): the time of a failure is the end of the step at which a condition was found to
+    hold, a decision, not a root located in t. The primal computes nothing (the program of
+    a run that is not differentiated is unchanged)."""
+    return t
+
+
+@_detected.defjvp
+def _detected_jvp(primals, tangents):
+    failed, t, _ = primals
+    return t, jnp.where(failed, jnp.nan, tangents[1]).astype(t.dtype)
+
+
+@jax.custom_vjp
+def _detected_read(failed: Array, t: Array, inputs: PyTree) -> Array:
+    """`_detected` for reverse mode: NaN passed back to the inputs where `failed` and the
+    loss reads t (a nonzero cotangent), as `_nan_past_read` does."""
+    return t
+
+
+def _detected_read_fwd(failed: Array, t: Array, inputs: PyTree):
+    return t, (failed, inputs)
+
+
+def _detected_read_bwd(residuals, cotangent: Array):
+    failed, inputs = residuals
+    poisoned = failed & (cotangent != 0)
+    return (
+        None,
+        cotangent,
+        jax.tree_util.tree_map(
+            lambda x: (
+                jnp.where(poisoned, jnp.nan, jnp.zeros_like(x)) if eqx.is_inexact_array(x) else None
+            ),
+            inputs,
+        ),
+    )
+
+
+_detected_read.defvjp(_detected_read_fwd, _detected_read_bwd)
 
 
 def _forward_mode_stages(solver, adjoint):
@@ -594,6 +638,12 @@ def _solve(
 
     def nan_past(x):
         return _nan_past(past, x) if forward_mode else _nan_past_read(past, x)
+
+    # A failure's time is the end of the step at which it was detected, not a located
+    # root: its derivative is NaN by rule, never the 0 of a fixed step time.
+    stopped = (result != RESULTS.successful) & ok
+    detected = _detected if forward_mode else _detected_read
+    t_final = detected(stopped, t_final, (y0, params))
 
     num_steps = out.stats["num_steps"]
     rhs = rhs_evaluations(solver, num_steps, options.dt0 is None)

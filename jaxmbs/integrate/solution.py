@@ -87,7 +87,8 @@ class Solution(eqx.Module):
       time reached before a failure, the first output time where M(q) was invalid, or t0
       for initial conditions that never started. An event located by its root finder has
       the root's derivative; the time a failure condition was detected (a step's end, not a
-      located root) has none that the solve knows, and differentiates as 0.
+      located root) has a NaN derivative by rule (a loss that reads it has a NaN gradient);
+      a boolean event's time (a step's end) differentiates as 0.
     - `event`: which condition of the user's `event` stopped the run (its index among the
       event's `cond_fn` leaves), −1 if none did.
     - `method`: the name of the method that ran.
