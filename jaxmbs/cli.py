@@ -24,6 +24,8 @@ from .integrate import STABILIZATIONS
 
 #: Simulations longer than this (in simulated seconds) show a progress bar.
 PROGRESS_T1 = 20.0
+#: Model files read through MuJoCo's compiler (`jaxmbs.io.from_mjcf`, needs jaxmbs[mjcf]).
+MODEL_FILES = (".xml", ".mjcf", ".urdf")
 
 
 def _models():
@@ -61,10 +63,35 @@ def _factory(spec: str) -> Callable:
     return factory
 
 
-def _build(spec: str, links: int):
+def _imported(path: str, keyframe: str | None):
+    """(mechanism, q0, q̇0) of an MJCF or URDF file (`jaxmbs.io.from_mjcf`), its import
+    report printed; with loop closures the file's state is made consistent
+    (`jaxmbs.assemble`: MuJoCo's soft constraints let it be off)."""
+    import jaxmbs
+
+    if not os.path.isfile(path):
+        raise ValueError(f"model file {path} does not exist")
+    try:
+        from jaxmbs.io import from_mjcf
+
+        imported = from_mjcf(path, keyframe=keyframe)
+    except ImportError as err:  # the optional mujoco package
+        raise ValueError(str(err)) from err
+    print(imported.report)
+    mech, q0, qd0 = imported.mechanism, imported.q0, imported.qd0
+    if mech.n_holonomic:
+        q0, qd0 = jaxmbs.assemble(mech, q0, qd0)
+    return mech, q0, qd0
+
+
+def _build(spec: str, links: int, keyframe: str | None = None):
     """(mechanism, q0, q̇0) of a model spec; a user's factory must return exactly that."""
     import jaxmbs
 
+    if spec.lower().endswith(MODEL_FILES):
+        return _imported(spec, keyframe)
+    if keyframe is not None:
+        raise ValueError("--keyframe applies to MJCF/URDF model files only")
     factory = _factory(spec)
     if spec in _models():
         built = factory(links) if spec == "chain" else factory()
@@ -142,7 +169,13 @@ def _parser() -> argparse.ArgumentParser:
         epilog=f"models: {models}",
     )
     sim.add_argument(
-        "model", metavar="MODEL", help=f"one of: {models}; or path/to/file.py:function"
+        "model",
+        metavar="MODEL",
+        help=f"one of: {models}; or path/to/file.py:function; or an MJCF/URDF file "
+        "path/to/model.xml or .urdf (needs jaxmbs[mjcf])",
+    )
+    sim.add_argument(
+        "--keyframe", help="initial state of an MJCF model: the name of one of its <key>s"
     )
     sim.add_argument(
         "--t1", type=_positive_float, default=10.0, help="end time in s, positive (default 10)"
@@ -249,7 +282,7 @@ def simulate_command(args: argparse.Namespace) -> int:
     for flag, path in (("--out", args.out), ("--plot", args.plot), ("--animate", args.animate)):
         if path is not None:
             check_writable(Path(path), flag)
-    mech, q0, qd0 = _build(args.model, args.links)
+    mech, q0, qd0 = _build(args.model, args.links, args.keyframe)
     ts = jnp.linspace(0.0, args.t1, max(args.points, 2))
     long_run = args.progress or (args.t1 >= PROGRESS_T1 and sys.stderr.isatty())
     start = time.perf_counter()

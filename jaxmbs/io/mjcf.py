@@ -1,0 +1,523 @@
+"""MJCF and URDF mechanisms through MuJoCo's own compiler (`pip install 'jaxmbs[mjcf]'`).
+
+`mujoco.MjSpec` parses the file (includes, defaults, URDF) and `MjSpec.compile()` computes
+what it means — masses and inertias from geoms, principal axes (`body_iquat`), frames,
+angle units, joint references, the relative poses of welds — so nothing of MuJoCo's compiler
+is re-implemented here. The compiled `MjModel`'s arrays are read into a `jaxmbs.io.tree.Tree`
+(joint coordinates = `qpos`, loop-closing equalities as hard holonomic rows; see that module
+for the equations) and a parameter dict, and `Mechanism.from_lagrangian` builds the
+mechanism. `mujoco` is imported only when a file is read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._internal.types import Array, ArrayLike
+from ..model.mechanism import Mechanism
+from .report import ImportReport, LeftOut
+from .tree import BALL, FREE, HINGE, NQ, NV, SLIDE, Closure, Tree, TreeJoint, param_key
+
+#: MuJoCo's joint types (`mjtJoint`) by number
+_JOINT_KINDS = {0: FREE, 1: BALL, 2: SLIDE, 3: HINGE}
+
+
+@dataclasses.dataclass(frozen=True)
+class Connect:
+    """A `connect` loop closure to add to a file (e.g. to a URDF tree, which cannot say
+    "loop"): the point `anchor`, given in `body1`'s frame, is held on the same point of
+    `body2` (MuJoCo computes that point at the reference configuration `qpos0`). Bodies are
+    named by the file's body (URDF: link) names; `"world"` is the ground."""
+
+    body1: str
+    body2: str
+    anchor: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    name: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Weld:
+    """A `weld` loop closure to add to a file: `body2` keeps the pose relative to `body1`
+    that it has at the reference configuration `qpos0`; `anchor` is in `body2`'s frame."""
+
+    body1: str
+    body2: str
+    anchor: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    name: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ImportedModel:
+    """A mechanism read from MJCF or URDF, its initial state and the import's report.
+
+    - `mechanism`: the [`jaxmbs.Mechanism`][] in joint coordinates (q is MuJoCo's `qpos`).
+    - `q0`, `qd0`: the initial state from `qpos0` (or the keyframe) and zero velocity (or
+      the keyframe's `qvel`, as q̇). They are the file's values: with loop closures they may
+      not satisfy the constraints exactly (MuJoCo's soft constraints pull them together);
+      `jaxmbs.assemble(imported.mechanism, imported.q0, imported.qd0)` makes them consistent.
+    - `report`: an [`ImportReport`][jaxmbs.io.ImportReport] (elements left out, notes).
+    - `tree`: the kinematic tree (frames of the bodies: `tree.frames(q)`).
+    """
+
+    mechanism: Mechanism
+    q0: Array
+    qd0: Array
+    report: ImportReport
+    tree: Tree
+
+    def to_qpos(self, q: ArrayLike) -> Array:
+        """MuJoCo's `qpos` of q, shape (..., nq): the same order, quaternions normalised."""
+        return jnp.vectorize(self.tree.normalized, signature="(n)->(n)")(jnp.asarray(q))
+
+    def to_qvel(self, q: ArrayLike, qd: ArrayLike) -> Array:
+        """MuJoCo's `qvel` of (q, q̇), shape (..., nv): ω = 2 G(e) ė for quaternions."""
+        fn = jnp.vectorize(self.tree.velocities, signature="(n),(n)->(v)")
+        return fn(jnp.asarray(q), jnp.asarray(qd))
+
+    def from_qpos(self, qpos: ArrayLike, qvel: ArrayLike | None = None) -> tuple[Array, Array]:
+        """(q, q̇) of MuJoCo's `qpos` and `qvel` (default zero), shapes (..., nq), (..., nv);
+        ė = ½ G(ê)ᵀ ω for each quaternion."""
+        qpos = jnp.asarray(qpos, dtype=float)
+        if qpos.shape[-1:] != (self.tree.nq,):
+            raise ValueError(f"qpos must have {self.tree.nq} components, got shape {qpos.shape}")
+        if qvel is None:
+            qvel = jnp.zeros((*qpos.shape[:-1], self.tree.nv), qpos.dtype)
+        qvel = jnp.asarray(qvel, dtype=float)
+        if qvel.shape[-1:] != (self.tree.nv,):
+            raise ValueError(f"qvel must have {self.tree.nv} components, got shape {qvel.shape}")
+        rates = jnp.vectorize(self.tree.rates, signature="(n),(v)->(n)")(qpos, qvel)
+        return qpos, rates
+
+
+def from_mjcf(
+    source: str | os.PathLike | Any,
+    *,
+    keyframe: str | int | None = None,
+    strict: bool = False,
+    loops: Sequence[Connect | Weld] = (),
+) -> ImportedModel:
+    """Import an MJCF (or URDF) model through MuJoCo's compiler.
+
+    **Arguments:**
+
+    - `source`: a file path (`.xml` MJCF or `.urdf`), an XML string, or a `mujoco.MjSpec`.
+    - `keyframe`: name or index of a `<key>` whose `qpos`/`qvel` are the initial state
+      (default: `qpos0` at rest).
+    - `strict`: refuse (`ValueError` naming every such element) a model with elements whose
+      omission can change the motion — contacts, joint limits, friction loss, tendons,
+      actuators, … — instead of leaving them out and listing them in the report.
+    - `loops`: further loop closures ([`Connect`][jaxmbs.io.Connect],
+      [`Weld`][jaxmbs.io.Weld]) added to the file's before compiling.
+
+    **Returns:** an [`ImportedModel`][jaxmbs.io.ImportedModel]: the mechanism in joint
+    coordinates (MuJoCo's `qpos`, quaternions with their normalisation rows), the loop
+    closures (`connect`, `weld`, `joint` equalities) as hard holonomic constraints named
+    after the file's equalities, body masses and inertias, joint damping, armature,
+    stiffness and spring references and the gravity vector as differentiable parameters
+    (`"<body>.mass"`, `"<body>.inertia"`, `"<joint>.damping"`, `"<joint>.armature"`,
+    `"<joint>.stiffness"`, `"<joint>.springref"`, `"gravity"`).
+
+    A file MuJoCo's compiler refuses (malformed XML, an unknown joint type, a body without
+    mass) is a `ValueError` quoting MuJoCo's message; so is an unknown keyframe.
+    """
+    mujoco = _mujoco()
+    spec, label = _spec(mujoco, source)
+    for i, loop in enumerate(loops):
+        _add_loop(mujoco, spec, loop, i)
+    try:
+        model = spec.compile()
+    except Exception as err:  # MuJoCo's compiler names the element and the cause
+        raise ValueError(f"{label}: MuJoCo's compiler refused the model: {err}") from None
+    return _import(mujoco, model, label, keyframe, strict)
+
+
+def from_urdf(
+    source: str | os.PathLike,
+    *,
+    loops: Sequence[Connect | Weld] = (),
+    keyframe: str | int | None = None,
+    strict: bool = False,
+) -> ImportedModel:
+    """Import a URDF tree through MuJoCo's compiler, closing loops with `loops` (a list of
+    [`Connect`][jaxmbs.io.Connect] / [`Weld`][jaxmbs.io.Weld] by link name), as
+    [`from_mjcf`][jaxmbs.io.from_mjcf] does for MJCF. MuJoCo's URDF reader fixes the root
+    link to the world and fuses links joined by fixed joints (their names go with them)."""
+    return from_mjcf(source, keyframe=keyframe, strict=strict, loops=loops)
+
+
+def _mujoco():
+    try:
+        import mujoco
+    except ImportError as err:  # the optional extra
+        raise ImportError(
+            "reading MJCF/URDF needs the mujoco package: pip install 'jaxmbs[mjcf]'"
+        ) from err
+    return mujoco
+
+
+def _spec(mujoco, source) -> tuple[Any, str]:
+    """The MjSpec of a path, an XML string or an MjSpec, and a label for messages."""
+    if isinstance(source, mujoco.MjSpec):
+        return source, "the MjSpec"
+    if isinstance(source, os.PathLike) or (
+        isinstance(source, str) and not source.lstrip().startswith("<")
+    ):
+        path = os.fspath(source)
+        if not os.path.isfile(path):
+            raise ValueError(f"no model file {path!r}")
+        load, arg, label = mujoco.MjSpec.from_file, path, path
+    elif isinstance(source, str):
+        load, arg, label = mujoco.MjSpec.from_string, source, "the XML string"
+    else:
+        raise ValueError(
+            f"source must be a path, an XML string or a mujoco.MjSpec, got {type(source)}"
+        )
+    try:
+        return load(arg), label
+    except Exception as err:  # XML errors, unknown attributes and values
+        raise ValueError(f"{label}: MuJoCo could not read the model: {err}") from None
+
+
+def _add_loop(mujoco, spec, loop: Connect | Weld, index: int) -> None:
+    if not isinstance(loop, Connect | Weld):
+        raise ValueError(f"loops[{index}] must be a jaxmbs.io.Connect or Weld, got {loop!r}")
+    eq = spec.add_equality()
+    kind = "connect" if isinstance(loop, Connect) else "weld"
+    eq.type = mujoco.mjtEq.mjEQ_CONNECT if kind == "connect" else mujoco.mjtEq.mjEQ_WELD
+    eq.objtype = mujoco.mjtObj.mjOBJ_BODY
+    eq.name1, eq.name2 = loop.body1, loop.body2
+    eq.name = loop.name or f"{kind}:{loop.body1}-{loop.body2}"
+    data = np.zeros(11)
+    data[0:3] = loop.anchor
+    data[10] = 1.0  # weld torquescale; relpose quat zero: the pose at qpos0
+    eq.data = data
+
+
+def _name(mujoco, model, obj, i: int, fallback: str) -> str:
+    return mujoco.mj_id2name(model, obj, i) or f"{fallback}{i}"
+
+
+def _quat_matrix(mujoco, quat) -> np.ndarray:
+    out = np.zeros(9)
+    mujoco.mju_quat2Mat(out, np.asarray(quat, dtype=float))
+    return out.reshape(3, 3)
+
+
+def _import(mujoco, model, label: str, keyframe, strict: bool) -> ImportedModel:
+    Obj = mujoco.mjtObj
+    disabled = int(model.opt.disableflags)
+
+    def off(flag) -> bool:
+        return bool(disabled & int(flag))
+
+    D = mujoco.mjtDisableBit
+    body_names = tuple(_name(mujoco, model, Obj.mjOBJ_BODY, b, "body") for b in range(model.nbody))
+    joint_names = tuple(
+        _name(mujoco, model, Obj.mjOBJ_JOINT, j, "joint") for j in range(model.njnt)
+    )
+    if len(set(body_names)) != len(body_names) or len(set(joint_names)) != len(joint_names):
+        raise ValueError(f"{label}: body and joint names must be unique")
+    left_out: list[LeftOut] = []
+    notes: list[str] = []
+
+    joints = []
+    for j in range(model.njnt):
+        kind = _JOINT_KINDS[int(model.jnt_type[j])]
+        qadr, vadr = int(model.jnt_qposadr[j]), int(model.jnt_dofadr[j])
+        joints.append(
+            TreeJoint(
+                joint_names[j],
+                kind,
+                int(model.jnt_bodyid[j]),
+                qadr,
+                vadr,
+                np.array(model.jnt_pos[j], dtype=float),
+                np.array(model.jnt_axis[j], dtype=float),
+                np.array(model.qpos0[qadr : qadr + NQ[kind]], dtype=float),
+            )
+        )
+
+    params: dict[str, Any] = {}
+    for b in range(1, model.nbody):
+        params[param_key(body_names[b], "mass")] = float(model.body_mass[b])
+        params[param_key(body_names[b], "inertia")] = jnp.asarray(model.body_inertia[b], float)
+    springs = []
+    for index, j in enumerate(joints):
+        dofs = slice(j.vadr, j.vadr + NV[j.kind])
+        for field, values in (("damping", model.dof_damping), ("armature", model.dof_armature)):
+            v = np.array(values[dofs], dtype=float)
+            if field == "damping" and off(D.mjDSBL_DAMPER):
+                v = np.zeros_like(v)
+            params[param_key(j.name, field)] = float(v[0]) if v.size == 1 else jnp.asarray(v)
+        k = 0.0 if off(D.mjDSBL_SPRING) else float(model.jnt_stiffness[index])
+        spring = j.kind in (HINGE, SLIDE) or k != 0.0
+        springs.append(spring)
+        if spring:
+            ref = np.array(model.qpos_spring[j.qadr : j.qadr + NQ[j.kind]], dtype=float)
+            params[param_key(j.name, "stiffness")] = k
+            params[param_key(j.name, "springref")] = (
+                float(ref[0]) if ref.size == 1 else jnp.asarray(ref)
+            )
+    gravity = np.zeros(3) if off(D.mjDSBL_GRAVITY) else np.array(model.opt.gravity, float)
+    params["gravity"] = jnp.asarray(gravity)
+
+    closures = _closures(
+        mujoco,
+        model,
+        label,
+        joints,
+        body_names,
+        left_out,
+        notes,
+        off(D.mjDSBL_EQUALITY) or off(D.mjDSBL_CONSTRAINT),
+    )
+    _left_out_elements(mujoco, model, body_names, joint_names, off, left_out, notes)
+    report = ImportReport(label, tuple(left_out), tuple(notes))
+    if strict and (refused := [e for e in left_out if e.changes_motion]):
+        raise ValueError(
+            f"{label}: strict=True refuses elements that the imported mechanism would leave "
+            "out: " + "; ".join(str(e) for e in refused)
+        )
+
+    inertia_scale = np.mean(model.body_inertia[1:], axis=1) if model.nbody > 1 else np.ones(1)
+    fallback = float(np.max(inertia_scale, initial=0.0)) or 1.0
+    completion = []
+    for j in joints:
+        if j.kind in (FREE, BALL):
+            jbar = float(inertia_scale[j.body - 1]) + float(
+                np.mean(model.dof_armature[j.vadr + NV[j.kind] - 3 : j.vadr + NV[j.kind]])
+            )
+            completion.append(jbar if jbar > 0 else fallback)
+
+    tree = Tree(
+        body_names,
+        tuple(int(p) for p in model.body_parentid),
+        np.array(model.body_pos, dtype=float),
+        np.stack([_quat_matrix(mujoco, qq) for qq in model.body_quat]),
+        np.array(model.body_ipos, dtype=float),
+        np.stack([_quat_matrix(mujoco, qq) for qq in model.body_iquat]),
+        tuple(joints),
+        tuple(closures),
+        np.array(completion),
+        tuple(springs),
+        int(model.nq),
+        int(model.nv),
+    )
+    qpos, qvel = _initial_state(mujoco, model, label, keyframe)
+    q0 = jnp.asarray(qpos)
+    qd0 = tree.rates(q0, jnp.asarray(qvel))
+    return ImportedModel(_mechanism(tree, params, q0), q0, qd0, report, tree)
+
+
+def _initial_state(mujoco, model, label: str, keyframe) -> tuple[np.ndarray, np.ndarray]:
+    if keyframe is None:
+        return np.array(model.qpos0, dtype=float), np.zeros(model.nv)
+    names = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_KEY, k) for k in range(model.nkey)]
+    if isinstance(keyframe, str):
+        if keyframe not in names:
+            raise ValueError(f"{label}: no keyframe {keyframe!r}; keyframes: {names}")
+        k = names.index(keyframe)
+    else:
+        k = int(keyframe)
+        if not 0 <= k < model.nkey:
+            raise ValueError(f"{label}: keyframe index {k} out of range ({model.nkey} keyframes)")
+    return np.array(model.key_qpos[k], dtype=float), np.array(model.key_qvel[k], dtype=float)
+
+
+def _closures(
+    mujoco, model, label, joints, body_names, left_out, notes, equality_off
+) -> list[Closure]:
+    Eq, Obj = mujoco.mjtEq, mujoco.mjtObj
+    out: list[Closure] = []
+    for i in range(model.neq):
+        kind_id = int(model.eq_type[i])
+        kind = {
+            int(Eq.mjEQ_CONNECT): "connect",
+            int(Eq.mjEQ_WELD): "weld",
+            int(Eq.mjEQ_JOINT): "joint",
+        }.get(kind_id)
+        label_kind = Eq(kind_id).name.removeprefix("mjEQ_").lower()
+        name = _name(mujoco, model, Obj.mjOBJ_EQUALITY, i, label_kind)
+        if equality_off:
+            left_out.append(
+                LeftOut(
+                    "equality",
+                    name,
+                    "equality constraints are disabled in the file's options",
+                    False,
+                )
+            )
+            continue
+        if not model.eq_active0[i]:
+            left_out.append(
+                LeftOut("equality", name, 'inactive at the start (active="false")', False)
+            )
+            continue
+        if kind is None:
+            left_out.append(
+                LeftOut("equality", name, f"{label_kind} equalities are not supported", True)
+            )
+            continue
+        data = np.array(model.eq_data[i], dtype=float)
+        id1, id2 = int(model.eq_obj1id[i]), int(model.eq_obj2id[i])
+        if kind == "joint":
+            kinds = [joints[j].kind for j in (id1, id2) if j >= 0]
+            if any(k not in (HINGE, SLIDE) for k in kinds):
+                left_out.append(
+                    LeftOut(
+                        "equality",
+                        name,
+                        "a joint equality couples hinge and slide joints only",
+                        True,
+                    )
+                )
+                continue
+            out.append(Closure(name, "joint", joint1=id1, joint2=id2, coefficients=data[:5]))
+            continue
+        on_sites = int(model.eq_objtype[i]) == int(Obj.mjOBJ_SITE)
+        if on_sites:
+            b1, b2 = int(model.site_bodyid[id1]), int(model.site_bodyid[id2])
+            p1, p2 = np.array(model.site_pos[id1]), np.array(model.site_pos[id2])
+            f1, f2 = (_quat_matrix(mujoco, model.site_quat[s]) for s in (id1, id2))
+            relative = np.eye(3)
+        else:
+            b1, b2, f1, f2 = id1, id2, np.eye(3), np.eye(3)
+            if kind == "connect":
+                p1, p2 = data[0:3], data[3:6]
+            else:
+                p1, p2 = data[3:6], data[0:3]
+            relative = _quat_matrix(mujoco, data[6:10]) if kind == "weld" else np.eye(3)
+        if kind == "weld" and data[10] == 0.0:
+            kind = "connect"
+            notes.append(f"weld {name!r} has torquescale 0: only its position is held")
+        out.append(Closure(name, kind, b1, b2, p1, p2, f1, f2, relative))
+    if out:
+        notes.append(
+            "equality constraints "
+            + ", ".join(repr(c.name) for c in out)
+            + " are held exactly as holonomic constraints: their solref/solimp (MuJoCo's soft "
+            "constraint parameters) are ignored"
+        )
+    return out
+
+
+def _left_out_elements(mujoco, model, body_names, joint_names, off, left_out, notes) -> None:
+    """Append every element the mechanism does not contain to `left_out`."""
+    Obj, D = mujoco.mjtObj, mujoco.mjtDisableBit
+    constraint_off = off(D.mjDSBL_CONSTRAINT)
+    colliding = [
+        g for g in range(model.ngeom) if model.geom_contype[g] or model.geom_conaffinity[g]
+    ]
+    if not (off(D.mjDSBL_CONTACT) or constraint_off) and (len(colliding) > 1 or model.npair):
+        names = [_name(mujoco, model, Obj.mjOBJ_GEOM, g, "geom") for g in colliding]
+        left_out.append(
+            LeftOut(
+                "contact",
+                ", ".join(names),
+                'contacts are not modelled (MuJoCo\'s <flag contact="disable"/> compares)',
+                True,
+            )
+        )
+    for j in range(model.njnt):
+        if model.jnt_limited[j] and not (off(D.mjDSBL_LIMIT) or constraint_off):
+            lo, hi = model.jnt_range[j]
+            left_out.append(
+                LeftOut(
+                    "joint limit",
+                    joint_names[j],
+                    f"range [{lo:g}, {hi:g}] is not a stop here",
+                    True,
+                )
+            )
+        dofs = slice(
+            int(model.jnt_dofadr[j]),
+            int(model.jnt_dofadr[j]) + NV[_JOINT_KINDS[int(model.jnt_type[j])]],
+        )
+        if np.any(model.dof_frictionloss[dofs] > 0) and not (
+            off(D.mjDSBL_FRICTIONLOSS) or constraint_off
+        ):
+            left_out.append(
+                LeftOut("friction loss", joint_names[j], "dry friction is not modelled", True)
+            )
+    for t in range(model.ntendon):
+        left_out.append(
+            LeftOut(
+                "tendon",
+                _name(mujoco, model, Obj.mjOBJ_TENDON, t, "tendon"),
+                "tendons are not modelled",
+                True,
+            )
+        )
+    for a in range(model.nu):
+        left_out.append(
+            LeftOut(
+                "actuator",
+                _name(mujoco, model, Obj.mjOBJ_ACTUATOR, a, "actuator"),
+                "actuators are not modelled: add inputs as forces",
+                True,
+            )
+        )
+    for s in range(model.nsensor):
+        left_out.append(
+            LeftOut(
+                "sensor",
+                _name(mujoco, model, Obj.mjOBJ_SENSOR, s, "sensor"),
+                "sensors are not computed",
+                False,
+            )
+        )
+    for b in range(1, model.nbody):
+        if model.body_gravcomp[b] != 0:
+            left_out.append(
+                LeftOut("gravity compensation", body_names[b], "gravcomp is not modelled", True)
+            )
+        if model.body_mocapid[b] >= 0:
+            left_out.append(LeftOut("mocap", body_names[b], "a mocap body is fixed here", False))
+    if model.opt.density > 0 or model.opt.viscosity > 0:
+        left_out.append(
+            LeftOut("fluid forces", "option", "density/viscosity forces are not modelled", True)
+        )
+    for f in range(model.nflex):
+        left_out.append(
+            LeftOut(
+                "flex",
+                _name(mujoco, model, Obj.mjOBJ_FLEX, f, "flex"),
+                "flexes are not modelled",
+                True,
+            )
+        )
+
+
+def _mechanism(tree: Tree, params: dict, q0: Array) -> Mechanism:
+    constraints = None
+    if tree.n_constraints:
+
+        def constraints(t, q, p):
+            return tree.constraints(q)
+
+    def forces(t, q, qd, p):
+        return (
+            tree.inertial_forces(q, qd, p)
+            - jax.grad(tree.potential_energy)(q, p)
+            + tree.damping_forces(q, qd, p)
+        )
+
+    # jitted: the constructor evaluates M at the reference configuration eagerly, which op
+    # by op costs seconds; as one compiled call it costs a fraction of that.
+    return Mechanism(
+        jax.jit(tree.mass_matrix),
+        forces,
+        constraints,
+        params=params,
+        coordinate_names=tree.coordinate_names(),
+        constraint_groups=tree.constraint_groups() if tree.n_constraints else None,
+        potential_energy=tree.potential_energy,
+        reference_q=q0,
+    )
