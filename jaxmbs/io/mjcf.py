@@ -194,9 +194,8 @@ def _add_loop(mujoco, spec, loop: Connect | Weld, index: int) -> None:
     eq.objtype = mujoco.mjtObj.mjOBJ_BODY
     eq.name1, eq.name2 = loop.body1, loop.body2
     eq.name = loop.name or f"{kind}:{loop.body1}-{loop.body2}"
-    data = np.zeros(11)
-    data[0:3] = loop.anchor
-    data[10] = 1.0  # weld torquescale; relpose quat zero: the pose at qpos0
+    data = np.array(eq.data, dtype=float)  # MuJoCo's defaults: torquescale 1, relpose 0
+    data[0:3] = loop.anchor  # (a zero relpose quaternion: the pose at qpos0)
     eq.data = data
 
 
@@ -503,11 +502,7 @@ def _mechanism(tree: Tree, params: dict, q0: Array) -> Mechanism:
             return tree.constraints(q)
 
     def forces(t, q, qd, p):
-        return (
-            tree.inertial_forces(q, qd, p)
-            - jax.grad(tree.potential_energy)(q, p)
-            + tree.damping_forces(q, qd, p)
-        )
+        return tree.generalized_forces(q, qd, p)
 
     # jitted: the constructor evaluates M at the reference configuration eagerly, which op
     # by op costs seconds; as one compiled call it costs a fraction of that.

@@ -261,30 +261,46 @@ class Tree:
     def _all_velocities(self, q: Array, qd: Array) -> tuple:
         return (*self.body_velocities(q, qd), self.velocities(q, qd))
 
+    def velocity_jacobian(self, q: Array) -> tuple[Array, Array, Array, Array]:
+        """W = ∂w/∂q̇ in the parts of `_all_velocities`, each with a leading axis of n: w at
+        the unit vectors (w is linear in q̇), n jvps of the forward kinematics at once."""
+        eye = jnp.eye(q.shape[0], dtype=q.dtype)
+        return jax.vmap(lambda qd: self._all_velocities(q, qd))(eye)
+
     def mass_matrix(self, q: Array, p: dict) -> Array:
-        """M = Wᵀ D W = ∂²T/∂q̇² (W = ∂w/∂q̇: w at the unit vectors, w being linear in q̇)."""
-        W = jax.vmap(lambda qd: self._all_velocities(q, qd))(jnp.eye(q.shape[0], dtype=q.dtype))
+        """M = Wᵀ D W = ∂²T/∂q̇²."""
+        W = self.velocity_jacobian(q)
         DW = self._weighted(p, *W)
         M = sum(jnp.einsum("i...,j...->ij", a, b) for a, b in zip(W, DW, strict=True))
         return (M + M.T) / 2
 
-    def inertial_forces(self, q: Array, qd: Array, p: dict) -> Array:
-        """−Wᵀ (D Ẇq̇ + (0, ω × Iω, 0, 0)): the velocity-dependent terms of the Lagrange
-        equations of T written as Newton–Euler equations of the bodies projected on q̇
-        (Kane's form; Attia 2005 eq 6.4 with a body-level M). Ẇq̇ is one jvp in q at fixed q̇.
-        """
+    def generalized_forces(self, q: Array, qd: Array, p: dict) -> Array:
+        """Q = Wᵀ (f − D Ẇq̇ − (0, ω × Iω, 0, 0)) − ∂V_spring/∂q: the Newton–Euler equations
+        of the bodies projected on q̇ (Kane's form; Attia 2005 eq 6.4 with a body-level M),
+        equal to the Lagrange equations of T. The applied f are gravity m g at the centres of
+        mass and damping −c v on `qvel`; the bias Ẇq̇ is one jvp in q at fixed q̇, so every
+        term but the joint springs uses the one W."""
+        W = self.velocity_jacobian(q)
         w, bias = jax.jvp(lambda q_: self._all_velocities(q_, qd), (q,), (qd,))
-        _, inertia = self._masses(p)
-        f = self._weighted(p, *bias)
-        f = (f[0], f[1] + jnp.cross(w[1], inertia * w[1]), f[2], f[3])
-        _, pullback = jax.vjp(lambda qd_: self._all_velocities(q, qd_), qd)
-        return -pullback(f)[0]
+        mass, inertia = self._masses(p)
+        inertial = self._weighted(p, *bias)
+        f = (
+            mass[:, None] * jnp.asarray(p["gravity"]) - inertial[0],
+            -inertial[1] - jnp.cross(w[1], inertia * w[1]),
+            -inertial[2],
+            -inertial[3] - (self._per_dof(p, "damping") * w[3] if self.joints else 0.0),
+        )
+        Q = sum(jnp.einsum("i...,...->i", a, b) for a, b in zip(W, f, strict=True))
+        return Q - jax.grad(self._spring_energy)(q, p)
 
     def potential_energy(self, q: Array, p: dict) -> Array:
         """V of the module docstring (gravity at the centres of mass, joint springs)."""
         com, _ = self.inertial_frames(q)
-        mass = jnp.stack([jnp.asarray(p[param_key(n, "mass")]) for n in self.body_names[1:]])
-        V = -jnp.sum(mass * (com[1:] @ jnp.asarray(p["gravity"])))
+        mass, _ = self._masses(p)
+        return self._spring_energy(q, p) - jnp.sum(mass * (com[1:] @ jnp.asarray(p["gravity"])))
+
+    def _spring_energy(self, q: Array, p: dict) -> Array:
+        V = jnp.zeros((), q.dtype)
         for j, spring in zip(self.joints, self.springs, strict=True):
             if not spring:
                 continue
@@ -299,13 +315,6 @@ class Tree:
                 a, ref = a + 3, ref[3:]
             V = V + 0.5 * k * _rotation_angle_squared(q[a : a + 4], ref)
         return V
-
-    def damping_forces(self, q: Array, qd: Array, p: dict) -> Array:
-        """Qᵉ = −(∂v/∂q̇)ᵀ (damping ⊙ v), one vjp of the linear map q̇ ↦ v."""
-        if not self.joints:
-            return jnp.zeros_like(qd)
-        v, pullback = jax.vjp(lambda qd_: self.velocities(q, qd_), qd)
-        return pullback(-self._per_dof(p, "damping") * v)[0]
 
     def _per_dof(self, p: dict, field: str) -> Array:
         return jnp.concatenate(

@@ -1,0 +1,336 @@
+"""MJCF and URDF models imported through MuJoCo's compiler (`jaxmbs.io`, issue 41): trees
+against MuJoCo's own RK4, a four-bar closed by `connect` against the hand-built one,
+gradients against central differences, the report of what is left out, bad files."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmbs
+from jaxmbs.cli import main
+from jaxmbs.models.fourbar import fourbar, initial_state
+
+mujoco = pytest.importorskip("mujoco")
+import jaxmbs.io  # noqa: E402  (after the skip: the tests need mujoco)
+
+MJCF = Path(__file__).resolve().parents[1] / "models" / "mjcf"
+
+
+def mujoco_qpos(path: Path, dt: float, t1: float = 1.0) -> np.ndarray:
+    """MuJoCo's qpos at t1 from the keyframe "start", RK4 with step dt (float64)."""
+    model = mujoco.MjModel.from_xml_path(str(path))
+    model.opt.timestep = dt
+    model.opt.integrator = mujoco.mjtIntegrator.mjINT_RK4
+    data = mujoco.MjData(model)
+    mujoco.mj_resetDataKeyframe(model, data, 0)
+    for _ in range(round(t1 / dt)):
+        mujoco.mj_step(model, data)
+    return data.qpos.copy()
+
+
+# jaxmbs at rtol = atol = 1e-10 against MuJoCo RK4 after 1 s (measured: jaxmbs − MuJoCo at
+# h/8; MuJoCo's step-halving error at h = 2e-3): double pendulum 4.8e-11 (1.8e-9), cart-pole
+# 1.9e-11 (5.9e-11), ball arm 2.1e-10 (2.1e-6), free chain 1.5e-12 (2.4e-11).
+@pytest.mark.parametrize("name", ["double_pendulum", "cartpole", "ball_arm", "free_chain"])
+def test_tree_matches_mujoco_rk4(name):
+    path = MJCF / f"{name}.xml"
+    imported = jaxmbs.io.from_mjcf(path, keyframe="start")
+    assert not imported.report.left_out
+    sol = jaxmbs.simulate(
+        imported.mechanism, imported.q0, imported.qd0, (0.0, 1.0), rtol=1e-10, atol=1e-10
+    )
+    assert sol.successful
+    qpos = np.asarray(imported.to_qpos(sol.q[-1]))
+    h = 2e-3
+    coarse, half, fine = (mujoco_qpos(path, dt) for dt in (h, h / 2, h / 8))
+    halving = np.max(np.abs(coarse - half))
+    # the issue's criterion: within MuJoCo's own step-halving error
+    assert np.max(np.abs(qpos - half)) <= halving
+    # and, tighter, with MuJoCo at h/8 (its error there ≤ 5e-10: halving / 16 / 16)
+    assert np.max(np.abs(qpos - fine)) <= 2e-9
+    if imported.mechanism.n_holonomic:  # the quaternions' normalisation
+        assert float(jnp.max(jnp.abs(sol.position_residual))) <= 1e-12
+
+
+def test_state_maps_round_trip():
+    """qvel → (q, q̇) → qvel is the identity; qpos keeps MuJoCo's order, quaternions unit."""
+    imported = jaxmbs.io.from_mjcf(MJCF / "free_chain.xml", keyframe="start")
+    model = mujoco.MjModel.from_xml_path(str(MJCF / "free_chain.xml"))
+    q, qd = imported.from_qpos(model.key_qpos[0], model.key_qvel[0])
+    np.testing.assert_allclose(imported.to_qvel(q, qd), model.key_qvel[0], rtol=0, atol=1e-14)
+    np.testing.assert_allclose(qd, imported.qd0, rtol=0, atol=1e-15)
+    # ė is tangent to the unit sphere: eᵀė = 0 for the root's and the tail's quaternions
+    for a in (3, 8):
+        assert abs(float(q[a : a + 4] @ qd[a : a + 4])) <= 1e-15
+    scaled = q.at[3:7].multiply(2.0)
+    np.testing.assert_allclose(imported.to_qpos(scaled), q, rtol=0, atol=1e-15)
+    batch = imported.to_qvel(jnp.stack([q, q]), jnp.stack([qd, 2 * qd]))
+    np.testing.assert_allclose(batch[1], 2 * model.key_qvel[0], rtol=0, atol=1e-14)
+    assert imported.mechanism.coordinate_names[:7] == (
+        *("root.x", "root.y", "root.z"),
+        *("root.qw", "root.qx", "root.qy", "root.qz"),
+    )
+
+
+# --- the four-bar closed by a connect ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fourbar_pair():
+    """The hand-built four-bar's state and the MJCF one's in joint angles (MJCF qpos = 0 is
+    the hand-built configuration at crank angle π/3: the file is written there)."""
+    hand = fourbar()
+    q0, qd0 = initial_state(hand)
+    imported = jaxmbs.io.from_mjcf(MJCF / "fourbar.xml")
+    phi, phi_dot = np.asarray(q0)[[2, 5, 8]], np.asarray(qd0)[[2, 5, 8]]
+    theta_dot = jnp.asarray([phi_dot[0], phi_dot[1] - phi_dot[0], phi_dot[2] - phi_dot[1]])
+    return hand, q0, qd0, imported, phi, theta_dot
+
+
+def test_fourbar_connect_is_exact_and_matches_the_hand_built(fourbar_pair):
+    hand, q0, qd0, imported, phi, theta_dot = fourbar_pair
+    mech = imported.mechanism
+    assert dict(mech.constraint_groups) == {"D": (0, 1, 2)}
+    s = mech.structure
+    assert (s.rank, s.redundancy, s.dof) == (2, 1, 1)  # the connect's z row is redundant
+    ts = jnp.linspace(0.0, 2.0, 41)
+    options = dict(saveat=ts, rtol=1e-12, atol=1e-12)
+    ref = jaxmbs.simulate(hand, q0, qd0, (0.0, 2.0), **options)
+    sol = jaxmbs.simulate(mech, jnp.zeros(3), theta_dot, (0.0, 2.0), **options)
+    assert ref.successful and sol.successful
+    assert float(jnp.max(jnp.abs(sol.position_residual))) <= 1e-10
+    # absolute link angles φ₀ + θA, φ₀ + θA + θB, φ₀ + θA + θB + θC (the rocker's frame
+    # points from C to D, the hand-built one's from D to C: both turn alike)
+    angles = np.cumsum(np.asarray(sol.q), axis=1) + phi
+    expected = np.asarray(ref.q)[:, [2, 5, 8]]
+    wrapped = (angles - expected + np.pi) % (2 * np.pi) - np.pi
+    assert np.max(np.abs(wrapped)) <= 1e-9  # measured 2.4e-10
+
+
+def test_fourbar_from_urdf_with_a_connect_by_link_name(tmp_path, fourbar_pair):
+    """The same four-bar written as URDF, closed with `loops=[Connect(...)]`, is the same
+    mechanism: M, Q and Φ agree with the MJCF import at a state off the reference."""
+    *_, imported, phi, _ = fourbar_pair
+    angles = (phi[0], phi[1] - phi[0], phi[2] + np.pi - phi[1])
+    links, joints = [], []
+    specs = (("crank", 1.0, 0.2), ("coupler", 2.0, 0.5), ("rocker", 1.5, 0.4))
+    parent, offset = "base", 0.0
+    for (name, m, length), angle in zip(specs, map(float, angles), strict=True):
+        J = m * length**2 / 12
+        links.append(
+            f'<link name="{name}"><inertial><origin xyz="{length / 2!r} 0 0"/>'
+            f'<mass value="{m!r}"/><inertia ixx="1e-6" iyy="{J!r}" izz="{J!r}" ixy="0" '
+            'ixz="0" iyz="0"/></inertial></link>'
+        )
+        joints.append(
+            f'<joint name="{name}_joint" type="continuous"><parent link="{parent}"/>'
+            f'<child link="{name}"/><origin xyz="{offset!r} 0 0" rpy="0 0 {angle!r}"/>'
+            '<axis xyz="0 0 1"/></joint>'
+        )
+        parent, offset = name, length
+    urdf = tmp_path / "fourbar.urdf"
+    urdf.write_text(f'<robot name="fourbar"><link name="base"/>{"".join(links + joints)}</robot>')
+    loop = jaxmbs.io.Connect("rocker", "world", anchor=(0.4, 0.0, 0.0), name="D")
+    from_urdf = jaxmbs.io.from_urdf(urdf, loops=[loop])
+    a, b = from_urdf.mechanism, imported.mechanism
+    a = a.replace_params({**a.params, "gravity": b.params["gravity"]})  # URDF: along −z
+    assert dict(a.constraint_groups) == {"D": (0, 1, 2)}
+    q, qd = jnp.array([0.1, -0.2, 0.3]), jnp.array([1.0, -0.5, 0.2])
+    np.testing.assert_allclose(a.mass_matrix(q, a.params), b.mass_matrix(q, b.params), atol=1e-15)
+    forces = eqx.filter_jit(lambda m: m.forces(0.0, q, qd, m.params))
+    np.testing.assert_allclose(forces(a), forces(b), rtol=0, atol=1e-13)
+    np.testing.assert_allclose(
+        a.constraints(0.0, q, a.params), b.constraints(0.0, q, b.params), rtol=0, atol=1e-15
+    )
+
+
+# --- gradients -----------------------------------------------------------------------------
+
+
+def test_gradient_of_an_imported_model_matches_central_differences():
+    imported = jaxmbs.io.from_mjcf(MJCF / "double_pendulum.xml", keyframe="start")
+    mech = imported.mechanism
+    keys = ("lower.mass", "shoulder.damping")
+
+    @eqx.filter_jit
+    def final_angle(theta):
+        p = {**mech.params, **dict(zip(keys, theta, strict=True))}
+        sol = jaxmbs.simulate(
+            mech, imported.q0, imported.qd0, (0.0, 0.5), params=p, rtol=1e-12, atol=1e-12
+        )
+        return sol.q[-1, 1]
+
+    theta = jnp.array([mech.params[k] for k in keys])
+    grad = np.asarray(jax.grad(final_angle)(theta))
+    central = []
+    for i in range(2):
+        step = 1e-4 * max(1.0, abs(float(theta[i])))
+        e = jnp.zeros(2).at[i].set(step)
+        central.append((float(final_angle(theta + e)) - float(final_angle(theta - e))) / (2 * step))
+    np.testing.assert_allclose(grad, central, rtol=1e-6)
+
+
+# --- what is left out, and bad input --------------------------------------------------------
+
+EVERYTHING = """
+<mujoco model="everything">
+  <option density="1.2"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="1 1 0.1"/>
+    <body name="arm" pos="0 0 1" gravcomp="0.5">
+      <joint name="shoulder" type="hinge" axis="0 1 0" range="-1 1" limited="true"
+             frictionloss="0.1"/>
+      <geom name="arm_geom" type="capsule" fromto="0 0 0 0 0 -0.5" size="0.05"/>
+      <site name="tip" pos="0 0 -0.5"/>
+    </body>
+    <body name="target" mocap="true" pos="1 0 0"/>
+  </worldbody>
+  <tendon><fixed name="cable"><joint joint="shoulder" coef="1"/></fixed></tendon>
+  <actuator><motor name="motor" joint="shoulder"/></actuator>
+  <sensor><jointpos name="angle" joint="shoulder"/></sensor>
+  <equality>
+    <joint name="parked" joint1="shoulder" active="false"/>
+    <tendon name="taut" tendon1="cable"/>
+  </equality>
+</mujoco>
+"""
+
+LEFT_OUT = {
+    "contact": "floor, arm_geom",
+    "joint limit": "shoulder",
+    "friction loss": "shoulder",
+    "tendon": "cable",
+    "actuator": "motor",
+    "sensor": "angle",
+    "gravity compensation": "arm",
+    "mocap": "target",
+    "fluid forces": "option",
+}
+
+
+@pytest.fixture(scope="module")
+def everything():
+    return jaxmbs.io.from_mjcf(EVERYTHING)
+
+
+@pytest.mark.parametrize("element, name", LEFT_OUT.items())
+def test_every_left_out_element_is_in_the_report(everything, element, name):
+    assert name in everything.report.left_out_names(element)
+    assert f"{element} {name!r}" in str(everything.report)
+
+
+def test_inactive_and_unsupported_equalities_are_reported(everything):
+    reasons = {e.name: e.reason for e in everything.report.left_out if e.element == "equality"}
+    assert "inactive" in reasons["parked"]
+    assert "not supported" in reasons["taut"]
+    assert everything.mechanism.n_holonomic == 0
+
+
+def test_strict_refuses_and_names_what_changes_the_motion():
+    with pytest.raises(ValueError, match="strict=True") as err:
+        jaxmbs.io.from_mjcf(EVERYTHING, strict=True)
+    message = str(err.value)
+    for element in ("joint limit 'shoulder'", "tendon 'cable'", "actuator 'motor'", "contact"):
+        assert element in message
+    assert "sensor" not in message  # a sensor does not change the motion
+
+
+def test_held_equalities_are_noted_and_exact_at_qpos0():
+    """A weld, a connect on sites and a joint coupling: rows zero at qpos0, soft parameters
+    noted as ignored, ranks as expected (a free body welded to the world has no freedom)."""
+    xml = """
+    <mujoco>
+      <worldbody>
+        <body name="box" pos="0.3 0.1 1" euler="10 20 30">
+          <freejoint name="float"/><geom type="box" size="0.1 0.2 0.3"/>
+          <site name="corner"/>
+        </body>
+        <site name="fixed" pos="0.3 0.1 1"/>
+        <body name="a"><joint name="ja" axis="0 1 0"/><geom size="0.1" pos="0.2 0 0"/></body>
+        <body name="b"><joint name="jb" axis="0 1 0"/><geom size="0.1" pos="0.2 0 0"/></body>
+      </worldbody>
+      <equality>
+        <weld name="glue" body1="world" body2="box" solref="0.05 1"/>
+        <connect name="pin" site1="corner" site2="fixed"/>
+        <joint name="gear" joint1="ja" joint2="jb" polycoef="0 -2 0 0 0"/>
+      </equality>
+    </mujoco>
+    """
+    imported = jaxmbs.io.from_mjcf(xml)
+    mech = imported.mechanism
+    groups = dict(mech.constraint_groups)
+    assert [len(groups[g]) for g in ("normalization", "glue", "pin", "gear")] == [1, 6, 3, 1]
+    residual = mech.constraints(0.0, imported.q0, mech.params)
+    assert float(jnp.max(jnp.abs(residual))) <= 1e-15
+    off = imported.q0.at[0].add(0.01).at[-1].add(0.1)  # box moved, jb turned
+    rows = np.asarray(mech.constraints(0.0, off, mech.params))
+    np.testing.assert_allclose(rows[groups["glue"][0]], -0.01, rtol=1e-12)  # world − box, x
+    np.testing.assert_allclose(rows[groups["gear"][0]], 0.2, rtol=1e-12)  # ja + 2 jb
+    assert mech.structure.dof == 1  # the box fixed, a and b geared
+    assert "'glue', 'pin', 'gear'" in " ".join(imported.report.notes)
+    assert "solref/solimp" in " ".join(imported.report.notes)
+
+
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        ("<mujoco><worldbody><body><joint/>", "could not read"),
+        ("<mujoco><worldbody><body><joint type='screw'/></body></worldbody></mujoco>", "screw"),
+        (
+            "<mujoco><worldbody><body><joint/></body></worldbody></mujoco>",
+            "compiler refused",  # a moving body without mass
+        ),
+        ("no/such/model.xml", "no model file"),
+        (42, "must be a path"),
+    ],
+)
+def test_bad_files_are_clear_errors(source, message):
+    with pytest.raises(ValueError, match=message):
+        jaxmbs.io.from_mjcf(source)
+
+
+def test_unknown_keyframe_and_bad_loop_are_refused():
+    with pytest.raises(ValueError, match="no keyframe 'begin'; keyframes: \\['start'\\]"):
+        jaxmbs.io.from_mjcf(MJCF / "cartpole.xml", keyframe="begin")
+    with pytest.raises(ValueError, match="loops\\[0\\] must be"):
+        jaxmbs.io.from_mjcf(MJCF / "cartpole.xml", loops=[("cart", "pole")])
+    with pytest.raises(ValueError, match="compiler refused"):
+        jaxmbs.io.from_mjcf(MJCF / "cartpole.xml", loops=[jaxmbs.io.Connect("cart", "nobody")])
+
+
+def test_command_line_simulates_an_mjcf_file(capsys):
+    code = main(
+        [
+            "simulate",
+            str(MJCF / "cartpole.xml"),
+            "--keyframe",
+            "start",
+            "--t1",
+            "0.2",
+            "--points",
+            "3",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "result           successful" in out
+    assert "model            " in out and "(n = 2" in out
+
+
+def test_the_core_package_does_not_import_mujoco():
+    code = "import sys, jaxmbs, jaxmbs.io, jaxmbs.cli; print('mujoco' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+        check=True,
+    )
+    assert out.stdout.strip() == "False"
