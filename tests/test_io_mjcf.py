@@ -23,13 +23,15 @@ import jaxmbs.io  # noqa: E402  (after the skip: the tests need mujoco)
 MJCF = Path(__file__).resolve().parents[1] / "models" / "mjcf"
 
 
-def mujoco_qpos(path: Path, dt: float, t1: float = 1.0) -> np.ndarray:
-    """MuJoCo's qpos at t1 from the keyframe "start", RK4 with step dt (float64)."""
+def mujoco_qpos(path: Path, dt: float, t1: float = 1.0, ctrl=()) -> np.ndarray:
+    """MuJoCo's qpos at t1 from the keyframe "start", RK4 with step dt (float64), with
+    constant controls."""
     model = mujoco.MjModel.from_xml_path(str(path))
     model.opt.timestep = dt
     model.opt.integrator = mujoco.mjtIntegrator.mjINT_RK4
     data = mujoco.MjData(model)
     mujoco.mj_resetDataKeyframe(model, data, 0)
+    data.ctrl[:] = ctrl
     for _ in range(round(t1 / dt)):
         mujoco.mj_step(model, data)
     return data.qpos.copy()
@@ -151,6 +153,51 @@ def test_fourbar_from_urdf_with_a_connect_by_link_name(tmp_path, fourbar_pair):
     )
 
 
+SERVO = """
+<mujoco model="servoed cart-pole">
+  <option integrator="RK4"><flag contact="disable"/></option>
+  <worldbody>
+    <body name="cart">
+      <joint name="slider" type="slide" axis="1 0 0" damping="0.1"/>
+      <geom type="box" size="0.2 0.1 0.05" mass="1"/>
+      <body name="pole">
+        <joint name="hinge" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 0.001 0 0.6" size="0.03" mass="0.3"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor name="push" joint="slider" gear="2" ctrlrange="-0.2 0.2" ctrllimited="true"/>
+    <position name="servo" joint="hinge" kp="5" kv="0.5" forcerange="-1 1" forcelimited="true"/>
+  </actuator>
+  <keyframe><key name="start" qpos="0 0.1" ctrl="0.3 0.4"/></keyframe>
+</mujoco>
+"""
+
+
+def test_actuators_are_inputs_and_match_mujoco(tmp_path):
+    """A motor (gear 2, its control 0.3 clamped to 0.2) and a position servo (kp, kv, force
+    clamped to ±1 at first) with constant controls, against MuJoCo RK4 after 1 s; the
+    controls given as a callable and as a jaxmbs.Profile."""
+    controls = {
+        "push": lambda t, q, qd, p: 0.3 + 0.0 * t,
+        "servo": jaxmbs.Profile(np.linspace(0.0, 2.0, 5), np.full(5, 0.4)),
+    }
+    imported = jaxmbs.io.from_mjcf(SERVO, keyframe="start", controls=controls)
+    assert not imported.report.left_out
+    assert imported.mechanism.params["servo.bias"][1] == pytest.approx(-5.0, rel=1e-15)
+    sol = jaxmbs.simulate(
+        imported.mechanism, imported.q0, imported.qd0, (0.0, 1.0), rtol=1e-10, atol=1e-10
+    )
+    path = tmp_path / "servo.xml"
+    path.write_text(SERVO)
+    coarse, half = (mujoco_qpos(path, dt, ctrl=(0.3, 0.4)) for dt in (2e-3, 1e-3))
+    deviation = np.max(np.abs(np.asarray(sol.q[-1]) - half))
+    assert deviation <= max(np.max(np.abs(coarse - half)), 1e-9)
+    with pytest.raises(ValueError, match="not modelled: \\['pull'\\]"):
+        jaxmbs.io.from_mjcf(SERVO, controls={"pull": lambda t, q, qd, p: 0.0})
+
+
 # --- gradients -----------------------------------------------------------------------------
 
 
@@ -193,7 +240,7 @@ EVERYTHING = """
     <body name="target" mocap="true" pos="1 0 0"/>
   </worldbody>
   <tendon><fixed name="cable"><joint joint="shoulder" coef="1"/></fixed></tendon>
-  <actuator><motor name="motor" joint="shoulder"/></actuator>
+  <actuator><motor name="motor" tendon="cable"/></actuator>
   <sensor><jointpos name="angle" joint="shoulder"/></sensor>
   <equality>
     <joint name="parked" joint1="shoulder" active="false"/>

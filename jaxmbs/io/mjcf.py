@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -21,10 +21,25 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._internal.types import Array, ArrayLike
+from ..model.inputs import Profile
 from ..model.mechanism import Mechanism
 from .report import ImportReport, LeftOut
-from .tree import BALL, FREE, HINGE, NQ, NV, SLIDE, Closure, Tree, TreeJoint, param_key
+from .tree import (
+    BALL,
+    FREE,
+    HINGE,
+    NQ,
+    NV,
+    SLIDE,
+    Actuator,
+    Closure,
+    Tree,
+    TreeJoint,
+    param_key,
+)
 
+#: The actuators' inputs (`from_mjcf(controls=...)`)
+Controls = Mapping[str, Profile | Callable] | Callable | None
 #: MuJoCo's joint types (`mjtJoint`) by number
 _JOINT_KINDS = {0: FREE, 1: BALL, 2: SLIDE, 3: HINGE}
 
@@ -102,6 +117,7 @@ def from_mjcf(
     keyframe: str | int | None = None,
     strict: bool = False,
     loops: Sequence[Connect | Weld] = (),
+    controls: Controls = None,
 ) -> ImportedModel:
     """Import an MJCF (or URDF) model through MuJoCo's compiler.
 
@@ -115,6 +131,12 @@ def from_mjcf(
       actuators, … — instead of leaving them out and listing them in the report.
     - `loops`: further loop closures ([`Connect`][jaxmbs.io.Connect],
       [`Weld`][jaxmbs.io.Weld]) added to the file's before compiling.
+    - `controls`: the actuators' inputs u: a mapping from actuator name to a
+      [`jaxmbs.Profile`][] of time or a callable `(t, q, qd, p) -> u` (actuators not named
+      get u = 0), or one callable `(t, q, qd, p) -> (n_actuators,)` in the file's order.
+      Default: all u = 0 (a `position` servo then holds its target 0). Actuators on a hinge
+      or slide joint without activation dynamics are modelled (`jaxmbs.io.tree.Actuator`);
+      others are left out.
 
     **Returns:** an [`ImportedModel`][jaxmbs.io.ImportedModel]: the mechanism in joint
     coordinates (MuJoCo's `qpos`, quaternions with their normalisation rows), the loop
@@ -122,7 +144,8 @@ def from_mjcf(
     after the file's equalities, body masses and inertias, joint damping, armature,
     stiffness and spring references and the gravity vector as differentiable parameters
     (`"<body>.mass"`, `"<body>.inertia"`, `"<joint>.damping"`, `"<joint>.armature"`,
-    `"<joint>.stiffness"`, `"<joint>.springref"`, `"gravity"`).
+    `"<joint>.stiffness"`, `"<joint>.springref"`, `"<actuator>.gain"`, `"<actuator>.bias"`,
+    `"gravity"`).
 
     A file MuJoCo's compiler refuses (malformed XML, an unknown joint type, a body without
     mass) is a `ValueError` quoting MuJoCo's message; so is an unknown keyframe.
@@ -135,7 +158,7 @@ def from_mjcf(
         model = spec.compile()
     except Exception as err:  # MuJoCo's compiler names the element and the cause
         raise ValueError(f"{label}: MuJoCo's compiler refused the model: {err}") from None
-    return _import(mujoco, model, label, keyframe, strict)
+    return _import(mujoco, model, label, keyframe, strict, controls)
 
 
 def from_urdf(
@@ -144,12 +167,13 @@ def from_urdf(
     loops: Sequence[Connect | Weld] = (),
     keyframe: str | int | None = None,
     strict: bool = False,
+    controls: Controls = None,
 ) -> ImportedModel:
     """Import a URDF tree through MuJoCo's compiler, closing loops with `loops` (a list of
     [`Connect`][jaxmbs.io.Connect] / [`Weld`][jaxmbs.io.Weld] by link name), as
     [`from_mjcf`][jaxmbs.io.from_mjcf] does for MJCF. MuJoCo's URDF reader fixes the root
     link to the world and fuses links joined by fixed joints (their names go with them)."""
-    return from_mjcf(source, keyframe=keyframe, strict=strict, loops=loops)
+    return from_mjcf(source, keyframe=keyframe, strict=strict, loops=loops, controls=controls)
 
 
 def _mujoco():
@@ -209,7 +233,7 @@ def _quat_matrix(mujoco, quat) -> np.ndarray:
     return out.reshape(3, 3)
 
 
-def _import(mujoco, model, label: str, keyframe, strict: bool) -> ImportedModel:
+def _import(mujoco, model, label: str, keyframe, strict: bool, controls: Controls) -> ImportedModel:
     Obj = mujoco.mjtObj
     disabled = int(model.opt.disableflags)
 
@@ -264,6 +288,7 @@ def _import(mujoco, model, label: str, keyframe, strict: bool) -> ImportedModel:
             params[param_key(j.name, "springref")] = (
                 float(ref[0]) if ref.size == 1 else jnp.asarray(ref)
             )
+    actuators = _actuators(mujoco, model, joints, params, left_out, off)
     gravity = np.zeros(3) if off(D.mjDSBL_GRAVITY) else np.array(model.opt.gravity, float)
     params["gravity"] = jnp.asarray(gravity)
 
@@ -306,13 +331,15 @@ def _import(mujoco, model, label: str, keyframe, strict: bool) -> ImportedModel:
         tuple(closures),
         np.array(completion),
         tuple(springs),
+        tuple(actuators),
         int(model.nq),
         int(model.nv),
     )
     qpos, qvel = _initial_state(mujoco, model, label, keyframe)
     q0 = jnp.asarray(qpos)
     qd0 = tree.rates(q0, jnp.asarray(qvel))
-    return ImportedModel(_mechanism(tree, params, q0), q0, qd0, report, tree)
+    control = _control_function(label, tree, controls)
+    return ImportedModel(_mechanism(tree, params, q0, control), q0, qd0, report, tree)
 
 
 def _initial_state(mujoco, model, label: str, keyframe) -> tuple[np.ndarray, np.ndarray]:
@@ -454,15 +481,6 @@ def _left_out_elements(mujoco, model, body_names, joint_names, off, left_out, no
                 True,
             )
         )
-    for a in range(model.nu):
-        left_out.append(
-            LeftOut(
-                "actuator",
-                _name(mujoco, model, Obj.mjOBJ_ACTUATOR, a, "actuator"),
-                "actuators are not modelled: add inputs as forces",
-                True,
-            )
-        )
     for s in range(model.nsensor):
         left_out.append(
             LeftOut(
@@ -494,7 +512,77 @@ def _left_out_elements(mujoco, model, body_names, joint_names, off, left_out, no
         )
 
 
-def _mechanism(tree: Tree, params: dict, q0: Array) -> Mechanism:
+def _actuators(mujoco, model, joints, params, left_out, off) -> list[Actuator]:
+    """The actuators `Actuator` models (their gains and biases into `params`); the others
+    into `left_out`."""
+    D, Obj = mujoco.mjtDisableBit, mujoco.mjtObj
+    out = []
+    for a in range(model.nu):
+        name = _name(mujoco, model, Obj.mjOBJ_ACTUATOR, a, "actuator")
+        joint = int(model.actuator_trnid[a, 0])
+        reason = None
+        if off(D.mjDSBL_ACTUATION):
+            left_out.append(LeftOut("actuator", name, "actuation is disabled", False))
+            continue
+        if int(model.actuator_trntype[a]) != int(mujoco.mjtTrn.mjTRN_JOINT):
+            reason = "only joint transmissions are modelled"
+        elif joints[joint].kind not in (HINGE, SLIDE):
+            reason = "only actuators on hinge and slide joints are modelled"
+        elif int(model.actuator_dyntype[a]) != int(mujoco.mjtDyn.mjDYN_NONE):
+            reason = "activation dynamics (dyntype) are not modelled"
+        elif int(model.actuator_gaintype[a]) != int(mujoco.mjtGain.mjGAIN_FIXED) or int(
+            model.actuator_biastype[a]
+        ) not in (int(mujoco.mjtBias.mjBIAS_NONE), int(mujoco.mjtBias.mjBIAS_AFFINE)):
+            reason = "only a fixed gain and an affine bias are modelled"
+        if reason is not None:
+            left_out.append(LeftOut("actuator", name, reason, True))
+            continue
+        params[param_key(name, "gain")] = float(model.actuator_gainprm[a, 0])
+        params[param_key(name, "bias")] = jnp.asarray(model.actuator_biasprm[a, :3], float)
+        clamp = model.actuator_ctrllimited[a] and not off(D.mjDSBL_CLAMPCTRL)
+        out.append(
+            Actuator(
+                name,
+                joint,
+                float(model.actuator_gear[a, 0]),
+                tuple(map(float, model.actuator_ctrlrange[a])) if clamp else None,
+                tuple(map(float, model.actuator_forcerange[a]))
+                if model.actuator_forcelimited[a]
+                else None,
+            )
+        )
+    return out
+
+
+def _control_function(label: str, tree: Tree, controls: Controls) -> Callable:
+    """`(t, q, qd, p) -> u`, one control per modelled actuator, from `controls`."""
+    names = [a.name for a in tree.actuators]
+    if controls is None:
+        return lambda t, q, qd, p: jnp.zeros(len(names))
+    if not isinstance(controls, Mapping):
+        if not callable(controls):
+            raise ValueError(f"controls must be a mapping or a callable, got {controls!r}")
+        return lambda t, q, qd, p: jnp.asarray(controls(t, q, qd, p)).reshape(len(names))
+    if unknown := sorted(set(controls) - set(names)):
+        raise ValueError(
+            f"{label}: controls names actuators that are not modelled: {unknown}; "
+            f"modelled actuators: {names}"
+        )
+    inputs = []
+    for name in names:
+        given = controls.get(name)
+        if given is None:
+            inputs.append(lambda t, q, qd, p: jnp.zeros(()))
+        elif isinstance(given, Profile):
+            inputs.append(lambda t, q, qd, p, profile=given: profile(t))
+        elif callable(given):
+            inputs.append(given)
+        else:
+            raise ValueError(f"controls[{name!r}] must be a jaxmbs.Profile or a callable")
+    return lambda t, q, qd, p: jnp.stack([jnp.asarray(u(t, q, qd, p)) for u in inputs])
+
+
+def _mechanism(tree: Tree, params: dict, q0: Array, control: Callable) -> Mechanism:
     constraints = None
     if tree.n_constraints:
 
@@ -502,7 +590,10 @@ def _mechanism(tree: Tree, params: dict, q0: Array) -> Mechanism:
             return tree.constraints(q)
 
     def forces(t, q, qd, p):
-        return tree.generalized_forces(q, qd, p)
+        Q = tree.generalized_forces(q, qd, p)
+        if tree.actuators:
+            Q = Q + tree.actuator_forces(control(t, q, qd, p), q, qd, p)
+        return Q
 
     # jitted: the constructor evaluates M at the reference configuration eagerly, which op
     # by op costs seconds; as one compiled call it costs a fraction of that.

@@ -107,6 +107,25 @@ class Closure:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
+class Actuator:
+    """A MuJoCo actuator on a hinge or slide joint without activation dynamics (`motor`,
+    `position`, `velocity`, `general` with fixed gain and affine bias):
+
+        l = g q,  f = gain u + b₀ + b₁ l + b₂ g v,  Q_joint = g f,
+
+    u the control (clamped to `ctrlrange` where limited), f clamped to `forcerange` where
+    limited, g the gear, v the joint's `qvel` (MuJoCo's `mj_fwdActuation` for a joint
+    transmission). The gain and the bias b are parameters `"<actuator>.gain"`, `".bias"`.
+    """
+
+    name: str
+    joint: int
+    gear: float
+    ctrlrange: tuple[float, float] | None
+    forcerange: tuple[float, float] | None
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
 class Tree:
     """The static part of an imported model: topology, frames, joints, closures (NumPy).
 
@@ -125,6 +144,7 @@ class Tree:
     closures: tuple[Closure, ...]
     completion: np.ndarray  # J̄ per quaternion joint (free and ball, in joint order)
     springs: tuple[bool, ...]  # per joint: has a spring (stiffness key present)
+    actuators: tuple[Actuator, ...]
     nq: int
     nv: int
 
@@ -292,6 +312,24 @@ class Tree:
         )
         Q = sum(jnp.einsum("i...,...->i", a, b) for a, b in zip(W, f, strict=True))
         return Q - jax.grad(self._spring_energy)(q, p)
+
+    def actuator_forces(self, u: Array, q: Array, qd: Array, p: dict) -> Array:
+        """Q of the actuators (`Actuator`) for the controls u, one per actuator."""
+        Q = jnp.zeros_like(q)
+        for i, a in enumerate(self.actuators):
+            j = self.joints[a.joint]
+            control = u[i] if a.ctrlrange is None else jnp.clip(u[i], *a.ctrlrange)
+            bias = jnp.asarray(p[param_key(a.name, "bias")])
+            f = (
+                p[param_key(a.name, "gain")] * control
+                + bias[0]
+                + bias[1] * a.gear * q[j.qadr]
+                + bias[2] * a.gear * qd[j.qadr]
+            )
+            if a.forcerange is not None:
+                f = jnp.clip(f, *a.forcerange)
+            Q = Q.at[j.qadr].add(a.gear * f)
+        return Q
 
     def potential_energy(self, q: Array, p: dict) -> Array:
         """V of the module docstring (gravity at the centres of mass, joint springs)."""
