@@ -116,6 +116,19 @@ def test_fourbar_connect_is_exact_and_matches_the_hand_built(fourbar_pair):
     assert np.max(np.abs(wrapped)) <= 1e-9  # measured 2.4e-10
 
 
+def test_fourbar_connect_force_is_the_hand_built_pin_reaction(fourbar_pair):
+    """The connect's force on the rocker equals the hand-built pin D's reaction (both rows
+    p_rocker − p_ground, so both −λ) at the same state; its out-of-plane row carries none."""
+    hand, q0, qd0, imported, _, theta_dot = fourbar_pair
+    multipliers = eqx.filter_jit(jaxmbs.accelerations_and_multipliers)
+    _, lam_hand = multipliers(hand, q0, qd0)
+    _, lam = multipliers(imported.mechanism, jnp.zeros(3), theta_dot)
+    force = imported.closure_forces(lam)["D"]
+    expected = -np.asarray(lam_hand)[list(hand.group_rows("D"))]
+    np.testing.assert_allclose(force[:2], expected, rtol=1e-10)
+    assert abs(float(force[2])) <= 1e-12 * float(np.max(np.abs(expected)))
+
+
 def test_fourbar_from_urdf_with_a_connect_by_link_name(tmp_path, fourbar_pair):
     """The same four-bar written as URDF, closed with `loops=[Connect(...)]`, is the same
     mechanism: M, Q and Φ agree with the MJCF import at a state off the reference."""

@@ -96,6 +96,21 @@ class ImportedModel:
         fn = jnp.vectorize(self.tree.velocities, signature="(n),(n)->(v)")
         return fn(jnp.asarray(q), jnp.asarray(qd))
 
+    def closure_forces(self, multipliers: ArrayLike) -> dict[str, Array]:
+        """The force each `connect` and `weld` closure exerts on its first body (`body1`, or
+        `site1`'s body) at its anchor, world components, shape (..., 3), from multipliers
+        λ (..., m) (`Solution.multipliers`, `jaxmbs.accelerations_and_multipliers`): the
+        closure's position rows are p₁ − p₂ and M q̈ + Cᵀλ = Q, so the force is −λ of those
+        rows; the second body receives the opposite. (A weld's torque, from its rotation
+        rows, is not given.)"""
+        lam = jnp.asarray(multipliers)
+        groups = self.tree.constraint_groups()
+        return {
+            c.name: -lam[..., groups[c.name][:3]]
+            for c in self.tree.closures
+            if c.kind in ("connect", "weld")
+        }
+
     def from_qpos(self, qpos: ArrayLike, qvel: ArrayLike | None = None) -> tuple[Array, Array]:
         """(q, q̇) of MuJoCo's `qpos` and `qvel` (default zero), shapes (..., nq), (..., nv);
         ė = ½ G(ê)ᵀ ω for each quaternion."""
