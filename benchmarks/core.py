@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxmbs
-from jaxmbs.models import chain, fourbar, mcpherson
+from jaxmbs.models import chain, fourbar
 
 from . import numpy_baseline as baseline
 
@@ -374,30 +374,6 @@ def plain_compile_times(method="qr") -> dict:
     _, forward = compiled(crank_angle, 2.0)
     _, reverse = compiled(jax.grad(crank_angle), 2.0)
     return {"method": method, "compile_forward_s": forward, "compile_reverse_s": reverse}
-
-
-def default_compile_times(batch: int = 16) -> dict:
-    """Compile times with every option at its default (`auto`, projection, rank check): the
-    McPherson strut's forward solve (1 s, q0 given) and `jit(vmap(grad))` of a four-bar loss
-    (the final crank angle's square w.r.t. the coupler mass, over `batch` crank speeds)."""
-    strut = mcpherson.mcpherson_simplified()
-    q0_s, qd0_s = mcpherson.initial_state(strut, 0.05)
-
-    def wheel(q0):
-        return jaxmbs.simulate(strut, q0, qd0_s, (0.0, 1.0), rtol=TOL, atol=TOL).q[-1]
-
-    mech = fourbar.fourbar()
-    q0, unit_qd = fourbar.initial_state(mech, np.pi / 3, 1.0)
-
-    def loss(m2, speed):
-        params = {**mech.params, "m2": m2}
-        sol = jaxmbs.simulate(mech, q0, speed * unit_qd, (0.0, 1.0), params=params)
-        return sol.q[-1, 2] ** 2
-
-    batched = jax.vmap(jax.grad(loss), in_axes=(None, 0))
-    _, strut_s = compiled(wheel, q0_s)
-    _, vmap_grad_s = compiled(batched, 2.0, jnp.linspace(1.0, 3.0, batch))
-    return {"mcpherson_forward_s": strut_s, "vmap_grad_s": vmap_grad_s, "batch": batch}
 
 
 #: Configurations of `checks_cost`: (stabilisation, rank check).
