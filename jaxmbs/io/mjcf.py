@@ -23,6 +23,7 @@ import numpy as np
 from .._internal.types import Array, ArrayLike
 from ..model.inputs import Profile
 from ..model.mechanism import Mechanism
+from .absolute import absolute_mechanism, absolute_state
 from .report import ImportReport, LeftOut
 from .tree import (
     BALL,
@@ -38,6 +39,8 @@ from .tree import (
     param_key,
 )
 
+#: The two choices of coordinates (`from_mjcf(coordinates=...)`)
+JOINTS, ABSOLUTE = "joints", "absolute"
 #: The actuators' inputs (`from_mjcf(controls=...)`)
 Controls = Mapping[str, Profile | Callable] | Callable | None
 #: MuJoCo's joint types (`mjtJoint`) by number
@@ -79,6 +82,8 @@ class ImportedModel:
       `jaxmbs.assemble(imported.mechanism, imported.q0, imported.qd0)` makes them consistent.
     - `report`: an [`ImportReport`][jaxmbs.io.ImportReport] (elements left out, notes).
     - `tree`: the kinematic tree (frames of the bodies: `tree.frames(q)`).
+    - `coordinates`: `"joints"` (q is `qpos`) or `"absolute"` (one Euler-parameter body per
+      moving MuJoCo body, in `absolute_bodies` order: `jaxmbs.io.absolute`).
     """
 
     mechanism: Mechanism
@@ -86,13 +91,21 @@ class ImportedModel:
     qd0: Array
     report: ImportReport
     tree: Tree
+    coordinates: str = JOINTS
+    absolute_bodies: tuple[int, ...] = ()
+
+    def _joint_coordinates_only(self, what: str) -> None:
+        if self.coordinates != JOINTS:
+            raise ValueError(f"{what} maps joint coordinates; this model has absolute ones")
 
     def to_qpos(self, q: ArrayLike) -> Array:
         """MuJoCo's `qpos` of q, shape (..., nq): the same order, quaternions normalised."""
+        self._joint_coordinates_only("to_qpos")
         return jnp.vectorize(self.tree.normalized, signature="(n)->(n)")(jnp.asarray(q))
 
     def to_qvel(self, q: ArrayLike, qd: ArrayLike) -> Array:
         """MuJoCo's `qvel` of (q, q̇), shape (..., nv): ω = 2 G(e) ė for quaternions."""
+        self._joint_coordinates_only("to_qvel")
         fn = jnp.vectorize(self.tree.velocities, signature="(n),(n)->(v)")
         return fn(jnp.asarray(q), jnp.asarray(qd))
 
@@ -113,7 +126,8 @@ class ImportedModel:
 
     def from_qpos(self, qpos: ArrayLike, qvel: ArrayLike | None = None) -> tuple[Array, Array]:
         """(q, q̇) of MuJoCo's `qpos` and `qvel` (default zero), shapes (..., nq), (..., nv);
-        ė = ½ G(ê)ᵀ ω for each quaternion."""
+        ė = ½ G(ê)ᵀ ω for each quaternion. With absolute coordinates (one state only): the
+        bodies' centres of mass, Euler parameters and their rates at that joint state."""
         qpos = jnp.asarray(qpos, dtype=float)
         if qpos.shape[-1:] != (self.tree.nq,):
             raise ValueError(f"qpos must have {self.tree.nq} components, got shape {qpos.shape}")
@@ -123,6 +137,11 @@ class ImportedModel:
         if qvel.shape[-1:] != (self.tree.nv,):
             raise ValueError(f"qvel must have {self.tree.nv} components, got shape {qvel.shape}")
         rates = jnp.vectorize(self.tree.rates, signature="(n),(v)->(n)")(qpos, qvel)
+        if self.coordinates != JOINTS:
+            if qpos.ndim != 1:
+                raise ValueError("from_qpos with absolute coordinates takes one state")
+            q, qd = absolute_state(self.tree, self.absolute_bodies, qpos, rates)
+            return jnp.asarray(q), jnp.asarray(qd)
         return qpos, rates
 
 
@@ -133,6 +152,7 @@ def from_mjcf(
     strict: bool = False,
     loops: Sequence[Connect | Weld] = (),
     controls: Controls = None,
+    coordinates: str = JOINTS,
 ) -> ImportedModel:
     """Import an MJCF (or URDF) model through MuJoCo's compiler.
 
@@ -152,6 +172,11 @@ def from_mjcf(
       Default: all u = 0 (a `position` servo then holds its target 0). Actuators on a hinge
       or slide joint without activation dynamics are modelled (`jaxmbs.io.tree.Actuator`);
       others are left out.
+    - `coordinates`: `"joints"` (default): MuJoCo's `qpos`, the loop closures as
+      constraints; or `"absolute"`: an Euler-parameter body per moving body with the joints
+      and `connect` closures as constraints (`jaxmbs.io.absolute`; a slice of the elements:
+      one joint per body, hinge damping and springs, no armature, welds or actuators —
+      others are refused naming them).
 
     **Returns:** an [`ImportedModel`][jaxmbs.io.ImportedModel]: the mechanism in joint
     coordinates (MuJoCo's `qpos`, quaternions with their normalisation rows), the loop
@@ -173,7 +198,9 @@ def from_mjcf(
         model = spec.compile()
     except Exception as err:  # MuJoCo's compiler names the element and the cause
         raise ValueError(f"{label}: MuJoCo's compiler refused the model: {err}") from None
-    return _import(mujoco, model, label, keyframe, strict, controls)
+    if coordinates not in (JOINTS, ABSOLUTE):
+        raise ValueError(f"coordinates must be {JOINTS!r} or {ABSOLUTE!r}, got {coordinates!r}")
+    return _import(mujoco, model, label, keyframe, strict, controls, coordinates)
 
 
 def from_urdf(
@@ -183,12 +210,16 @@ def from_urdf(
     keyframe: str | int | None = None,
     strict: bool = False,
     controls: Controls = None,
+    coordinates: str = JOINTS,
 ) -> ImportedModel:
     """Import a URDF tree through MuJoCo's compiler, closing loops with `loops` (a list of
     [`Connect`][jaxmbs.io.Connect] / [`Weld`][jaxmbs.io.Weld] by link name), as
     [`from_mjcf`][jaxmbs.io.from_mjcf] does for MJCF. MuJoCo's URDF reader fixes the root
     link to the world and fuses links joined by fixed joints (their names go with them)."""
-    return from_mjcf(source, keyframe=keyframe, strict=strict, loops=loops, controls=controls)
+    return from_mjcf(
+        source, keyframe=keyframe, strict=strict, loops=loops, controls=controls,
+        coordinates=coordinates,
+    )  # fmt: skip
 
 
 def _mujoco():
@@ -248,7 +279,9 @@ def _quat_matrix(mujoco, quat) -> np.ndarray:
     return out.reshape(3, 3)
 
 
-def _import(mujoco, model, label: str, keyframe, strict: bool, controls: Controls) -> ImportedModel:
+def _import(
+    mujoco, model, label: str, keyframe, strict: bool, controls: Controls, coordinates: str
+) -> ImportedModel:
     Obj = mujoco.mjtObj
     disabled = int(model.opt.disableflags)
 
@@ -353,6 +386,13 @@ def _import(mujoco, model, label: str, keyframe, strict: bool, controls: Control
     qpos, qvel = _initial_state(mujoco, model, label, keyframe)
     q0 = jnp.asarray(qpos)
     qd0 = tree.rates(q0, jnp.asarray(qvel))
+    if coordinates == ABSOLUTE:
+        q_ref = jnp.asarray(np.concatenate([j.ref for j in joints])) if joints else q0
+        mech, moving = absolute_mechanism(tree, params, q_ref, label)
+        q_abs, qd_abs = absolute_state(tree, moving, q0, qd0)
+        return ImportedModel(
+            mech, jnp.asarray(q_abs), jnp.asarray(qd_abs), report, tree, ABSOLUTE, moving
+        )
     control = _control_function(label, tree, controls)
     return ImportedModel(_mechanism(tree, params, q0, control), q0, qd0, report, tree)
 
