@@ -534,33 +534,13 @@ def _user_conditions(space, mechanism, event: diffrax.Event | None):
     return [on_state(fn) for fn in leaves], directions
 
 
-@eqx.filter_jit
-def _solve(
-    mechanism, space: AbstractStateSpace, q0, qd0, t0, t1, saveat,
-    options: _Options,
-) -> Solution:  # fmt: skip
-    params = mechanism.params
-    stabilization = options.stabilization
-    ok = initial_checks(mechanism, t0, q0, qd0, params, options.consistency_tol)["ok"]
-    # An invalid initial state (NaN, inconsistent) is replaced by zeros and frozen, so that
-    # it costs a batch nothing; its outputs are NaN and its result code says why.
-    y0, representable = space.initial_state(
-        mechanism, t0, _frozen(ok, q0), _frozen(ok, qd0), params,
-        options.consistency_tol,
-    )  # fmt: skip
-    ok = ok & representable
-    args = (params, ok)
-    problem = (mechanism, space, y0, args, t0, t1, saveat, options)
-    if isinstance(options.adjoint, DiscreteAdjoint):
-        segment = options.adjoint.segment_for(options.max_steps)
-        out = adjoint_solve(problem, _integrate, _prepare, segment)
-    else:
-        out = _integrate(problem)
-    solver = _prepare(problem).solver
-    n_internal = _conditions(mechanism, space, options)[1]
+def _classify(out: diffrax.Solution, problem: tuple, ok: Array, n_internal: int):
+    """What ended the run (module notes, "How a failure is named"): its `RESULTS` code,
+    time, final state and the user's event that fired (−1 for none). A decision, not
+    differentiated."""
+    mechanism, space, _, args, t0, _, _, options = problem
+    params = args[0]
     t_final, final = out.ts[0][0], jax.tree_util.tree_map(lambda x: x[0], out.ys[0])
-    ts, ys = out.ts[-1], out.ys[-1]
-
     fired = jax.tree_util.tree_leaves(out.event_mask)  # [] without an event
     singular_event = jnp.any(jnp.asarray(fired[:n_internal] + [False]))
     user_fired = jnp.asarray(fired[n_internal:] + [False])
@@ -568,7 +548,6 @@ def _solve(
 
     near_singular = jnp.zeros((), bool)
     if options.rank_rtol is not None:  # part of the rank check
-        # The classification is not differentiated (a discrete decision).
         t_f, final_, params_ = jax.lax.stop_gradient((t_final, final, params))
         q_final = space.physical_state(mechanism, t_f, final_, params_)[0]
         near_singular = mass_pivot(mechanism, q_final, params_) < COLLAPSE_PIVOT
@@ -599,7 +578,12 @@ def _solve(
             jnp.any(user_fired) & ~jnp.all(jnp.isfinite(values)), RESULTS.event_not_finite, result
         )
     result = RESULTS.where(ok, result, RESULTS.inconsistent_initial_conditions)
-    t_final = jnp.where(ok, t_final, t0)
+    return result, jnp.where(ok, t_final, t0), final, event_index
+
+
+def _outputs(mechanism, space: AbstractStateSpace, stabilization, params, ts, ys) -> tuple:
+    """At the saved (t, y): q, q̇, q̈, λ, max |Φ|, max |c| and the energy (None without a
+    potential energy)."""
 
     def outputs(t, y):
         q, qd, qdd, lam = space.outputs(mechanism, stabilization, t, y, params)
@@ -616,10 +600,57 @@ def _solve(
             energy,
         )
 
+    return _map_saved(outputs, ts, ys)
+
+
+def _statistics(out: diffrax.Solution, problem: tuple) -> dict[str, Array]:
+    """Steps taken, accepted and rejected, right-hand-side evaluations, and the state
+    space's own counts (switches)."""
+    space, options = problem[1], problem[-1]
+    solver = _prepare(problem).solver
+    num_steps = out.stats["num_steps"]
+    rhs = rhs_evaluations(solver, num_steps, options.dt0 is None)
+    tableau = explicit_tableau(solver)
+    if tableau is not None and tableau.fsal:
+        rhs = rhs + space.restarted_stages(out.solver_state)
+    return {
+        "num_steps": num_steps,
+        "num_accepted_steps": out.stats["num_accepted_steps"],
+        "num_rejected_steps": out.stats["num_rejected_steps"],
+        "rhs_evaluations": rhs,
+        **space.statistics(out.ys[-1], out.solver_state),
+    }
+
+
+@eqx.filter_jit
+def _solve(
+    mechanism, space: AbstractStateSpace, q0, qd0, t0, t1, saveat,
+    options: _Options,
+) -> Solution:  # fmt: skip
+    params = mechanism.params
+    ok = initial_checks(mechanism, t0, q0, qd0, params, options.consistency_tol)["ok"]
+    # An invalid initial state (NaN, inconsistent) is replaced by zeros and frozen, so that
+    # it costs a batch nothing; its outputs are NaN and its result code says why.
+    y0, representable = space.initial_state(
+        mechanism, t0, _frozen(ok, q0), _frozen(ok, qd0), params,
+        options.consistency_tol,
+    )  # fmt: skip
+    ok = ok & representable
+    problem = (mechanism, space, y0, (params, ok), t0, t1, saveat, options)
+    if isinstance(options.adjoint, DiscreteAdjoint):
+        segment = options.adjoint.segment_for(options.max_steps)
+        out = adjoint_solve(problem, _integrate, _prepare, segment)
+    else:
+        out = _integrate(problem)
+    n_internal = _conditions(mechanism, space, options)[1]
+    result, t_final, final, event_index = _classify(out, problem, ok, n_internal)
+    ts, ys = out.ts[-1], out.ys[-1]
     failed = result != RESULTS.successful
     past = ~ok | ~(ts <= t_final) | (failed if saveat is None else jnp.zeros((), bool))
     held = _held_past(past, (ts, ys), (t_final, final))
-    q, qd, qdd, lam, res_phi, res_c, energy = _map_saved(outputs, *held)
+    q, qd, qdd, lam, res_phi, res_c, energy = _outputs(
+        mechanism, space, options.stabilization, params, *held
+    )
     # A vmap, not `_map_saved`: the screen's small factorisations vectorise (no LAPACK call
     # under vmap, `jaxmbs._internal.linalg`), and as a loop it cost a reverse gradient of
     # the four-bar 40 % of its run.
@@ -643,20 +674,6 @@ def _solve(
     # root: its derivative is NaN by rule, never the 0 of a fixed step time.
     stopped = (result != RESULTS.successful) & ok
     detected = _detected if forward_mode else _detected_read
-    t_final = detected(stopped, t_final, (y0, params))
-
-    num_steps = out.stats["num_steps"]
-    rhs = rhs_evaluations(solver, num_steps, options.dt0 is None)
-    tableau = explicit_tableau(solver)
-    if tableau is not None and tableau.fsal:
-        rhs = rhs + space.restarted_stages(out.solver_state)
-    stats = {
-        "num_steps": num_steps,
-        "num_accepted_steps": out.stats["num_accepted_steps"],
-        "num_rejected_steps": out.stats["num_rejected_steps"],
-        "rhs_evaluations": rhs,
-        **space.statistics(ys, out.solver_state),
-    }
     return Solution(
         ts=ts if saveat is None else saveat,  # the requested times, also past a failure
         q=nan_past(q),
@@ -666,9 +683,9 @@ def _solve(
         position_residual=nan_past(res_phi),
         velocity_residual=nan_past(res_c),
         energy=None if energy is None else nan_past(energy),
-        stats=stats,
+        stats=_statistics(out, problem),
         result=result,
-        t_final=t_final,
+        t_final=detected(stopped, t_final, (y0, params)),
         event=event_index,
         method=space.name,
     )
