@@ -241,7 +241,9 @@ def _parser() -> argparse.ArgumentParser:
         epilog=f"models: {models}",
     )
     ana.add_argument(
-        "model", metavar="MODEL", help=f"one of: {models}; or path/to/file.py:function"
+        "model",
+        metavar="MODEL",
+        help=f"one of: {models}; or path/to/file.py:function; or an MJCF/URDF file",
     )
     ana.add_argument(
         "--links", type=_int_at_least(1), default=5, help="number of links of `chain` (>= 1)"

@@ -340,17 +340,9 @@ def _import(
     gravity = np.zeros(3) if off(D.mjDSBL_GRAVITY) else np.array(model.opt.gravity, float)
     params["gravity"] = jnp.asarray(gravity)
 
-    closures = _closures(
-        mujoco,
-        model,
-        label,
-        joints,
-        body_names,
-        left_out,
-        notes,
-        off(D.mjDSBL_EQUALITY) or off(D.mjDSBL_CONSTRAINT),
-    )
-    _left_out_elements(mujoco, model, body_names, joint_names, off, left_out, notes)
+    equality_off = off(D.mjDSBL_EQUALITY) or off(D.mjDSBL_CONSTRAINT)
+    closures = _closures(mujoco, model, joints, left_out, notes, equality_off)
+    _left_out_elements(mujoco, model, body_names, joint_names, off, left_out)
     report = ImportReport(label, tuple(left_out), tuple(notes))
     if strict and (refused := [e for e in left_out if e.changes_motion]):
         raise ValueError(
@@ -412,9 +404,8 @@ def _initial_state(mujoco, model, label: str, keyframe) -> tuple[np.ndarray, np.
     return np.array(model.key_qpos[k], dtype=float), np.array(model.key_qvel[k], dtype=float)
 
 
-def _closures(
-    mujoco, model, label, joints, body_names, left_out, notes, equality_off
-) -> list[Closure]:
+def _closures(mujoco, model, joints, left_out, notes, equality_off) -> list[Closure]:
+    """The loop-closing equalities as `Closure`s; the others into `left_out`."""
     Eq, Obj = mujoco.mjtEq, mujoco.mjtObj
     out: list[Closure] = []
     for i in range(model.neq):
@@ -489,7 +480,7 @@ def _closures(
     return out
 
 
-def _left_out_elements(mujoco, model, body_names, joint_names, off, left_out, notes) -> None:
+def _left_out_elements(mujoco, model, body_names, joint_names, off, left_out) -> None:
     """Append every element the mechanism does not contain to `left_out`."""
     Obj, D = mujoco.mjtObj, mujoco.mjtDisableBit
     constraint_off = off(D.mjDSBL_CONSTRAINT)
