@@ -255,6 +255,32 @@ def test_fourbar_connect_force_is_the_hand_built_pin_reaction(fourbar_pair):
     assert abs(float(force[2])) <= 1e-12 * float(np.max(np.abs(expected)))
 
 
+def test_a_welds_wrench_holds_a_body_against_gravity():
+    """A box welded to the world at rest: the weld's force and couple on the box balance
+    its weight about the anchor (the box's frame origin; its centre of mass is off it)."""
+    xml = """
+    <mujoco>
+      <worldbody>
+        <body name="box" pos="0.3 0.1 1" euler="10 20 30">
+          <freejoint/><geom type="box" size="0.1 0.2 0.3" pos="0.2 -0.1 0.05" mass="2"/>
+        </body>
+      </worldbody>
+      <equality><weld name="glue" body1="world" body2="box"/></equality>
+    </mujoco>
+    """
+    imported = jaxmbs.io.from_mjcf(xml)
+    mech = imported.mechanism
+    qdd, lam = eqx.filter_jit(jaxmbs.accelerations_and_multipliers)(mech, imported.q0, imported.qd0)
+    assert float(jnp.max(jnp.abs(qdd))) <= 1e-12
+    weight = 2.0 * np.asarray(mech.params["gravity"])
+    com = np.asarray(imported.tree.inertial_frames(imported.q0)[0][1])
+    anchor = np.asarray(imported.q0[:3])
+    force = -imported.closure_forces(lam)["glue"]  # on the box: the opposite
+    torque = -imported.closure_torques(imported.q0, lam)["glue"]
+    np.testing.assert_allclose(force, -weight, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(torque, -np.cross(com - anchor, weight), rtol=0, atol=1e-12)
+
+
 def test_fourbar_from_urdf_with_a_connect_by_link_name(tmp_path, fourbar_pair):
     """The same four-bar written as URDF, closed with `loops=[Connect(...)]`, is the same
     mechanism: M, Q and Φ agree with the MJCF import at a state off the reference."""

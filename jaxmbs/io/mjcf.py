@@ -114,8 +114,8 @@ class ImportedModel:
         `site1`'s body) at its anchor, world components, shape (..., 3), from multipliers
         λ (..., m) (`Solution.multipliers`, `jaxmbs.accelerations_and_multipliers`): the
         closure's position rows are p₁ − p₂ and M q̈ + Cᵀλ = Q, so the force is −λ of those
-        rows; the second body receives the opposite. (A weld's torque, from its rotation
-        rows, is not given.)"""
+        rows; the second body receives the opposite (a weld's couple: `closure_torques`)."""
+        self._joint_coordinates_only("closure_forces")
         lam = jnp.asarray(multipliers)
         groups = self.tree.constraint_groups()
         return {
@@ -123,6 +123,27 @@ class ImportedModel:
             for c in self.tree.closures
             if c.kind in ("connect", "weld")
         }
+
+    def closure_torques(self, q: ArrayLike, multipliers: ArrayLike) -> dict[str, Array]:
+        """The couple each `weld` exerts on its first body, world components, shape (..., 3),
+        at configurations q (..., n) with multipliers λ (..., m). Its rotation rows
+        r = ½ vee(E − Eᵀ), E = (R₂F₂)ᵀ R₁F₁ R_rel, have ∂r/∂φ₁ = (R₂F₂)ᵀ for a rotation φ₁
+        of body 1 (world components) wherever the weld holds (E = I), so the couple is
+        −R₂F₂ λ_rot; the second body receives the opposite."""
+        self._joint_coordinates_only("closure_torques")
+        lam = jnp.asarray(multipliers)
+        rotations = jnp.vectorize(lambda q_: self.tree.frames(q_)[1], signature="(n)->(b,i,j)")(
+            jnp.asarray(q)
+        )
+        groups = self.tree.constraint_groups()
+        return {
+            c.name: -jnp.einsum(
+                "...ij,...j->...i", rotations[..., c.body2, :, :] @ c.frame2,
+                lam[..., groups[c.name][3:]],
+            )
+            for c in self.tree.closures
+            if c.kind == "weld"
+        }  # fmt: skip
 
     def from_qpos(self, qpos: ArrayLike, qvel: ArrayLike | None = None) -> tuple[Array, Array]:
         """(q, q̇) of MuJoCo's `qpos` and `qvel` (default zero), shapes (..., nq), (..., nv);
