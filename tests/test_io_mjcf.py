@@ -536,6 +536,19 @@ def test_bad_files_are_clear_errors(source, message):
         jaxmbs.io.from_mjcf(source)
 
 
+def test_a_weld_added_by_name_locks_the_cart():
+    """`loops=[Weld(...)]` (as for a URDF): the cart welded to the world at qpos0 leaves the
+    pole's hinge only; its six rows hold at qpos0 and move with the cart."""
+    imported = jaxmbs.io.from_mjcf(
+        MJCF / "cartpole.xml", loops=[jaxmbs.io.Weld("world", "cart", name="lock")]
+    )
+    mech = imported.mechanism
+    assert dict(mech.constraint_groups) == {"lock": (0, 1, 2, 3, 4, 5)}
+    assert mech.structure.dof == 1
+    rows = np.asarray(mech.constraints(0.0, imported.q0.at[0].add(0.1), mech.params))
+    np.testing.assert_allclose(rows, [-0.1, 0, 0, 0, 0, 0], rtol=0, atol=1e-15)
+
+
 def test_unknown_keyframe_and_bad_loop_are_refused():
     with pytest.raises(ValueError, match="no keyframe 'begin'; keyframes: \\['start'\\]"):
         jaxmbs.io.from_mjcf(MJCF / "cartpole.xml", keyframe="begin")
