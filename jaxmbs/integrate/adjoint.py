@@ -160,53 +160,59 @@ def _zero_cotangent(tree: PyTree) -> PyTree:
 
 class _Steps(eqx.Module):
     """The recorded run: its step ends `grid` (padded with +inf), their number `n`, and the
-    step function on it."""
+    step function on it, as functions of the problem's differentiated arrays `diff` (the
+    rest, `rest`, held: the backward loops then carry the cotangents of those alone)."""
 
     grid: Array
     n: Array
+    rest: PyTree
     prepare: Prepare = eqx.field(static=True)
 
-    def times(self, problem, k) -> tuple[Array, Array]:
+    def integration(self, diff) -> Integration:
+        """The problem's pieces (`Prepare`) from its differentiated arrays."""
+        return self.prepare(eqx.combine(diff, self.rest))
+
+    def times(self, diff, k) -> tuple[Array, Array]:
         """Step k's (start, end): t0 for the first start, t1 for the last end where the run
         reached t1 (so that their derivatives pass), the recorded times elsewhere."""
-        it = self.prepare(problem)
+        it = self.integration(diff)
         start = jnp.where(k == 0, it.t0, self.grid[jnp.maximum(k - 1, 0)])
         end_at_t1 = (k == self.n - 1) & (self.grid[k] == it.t1)
         return start, jnp.where(end_at_t1, it.t1, self.grid[k])
 
-    def start(self, problem) -> PyTree:
+    def start(self, diff) -> PyTree:
         """s₀ = (y₀, σ₀): the initial state and the solver's initial state."""
-        it = self.prepare(problem)
+        it = self.integration(diff)
         first_end = jnp.minimum(self.grid[0], it.t1)
         return it.y0, it.solver.init(it.terms, it.t0, first_end, it.y0, it.args)
 
-    def step(self, problem, k, s) -> tuple[PyTree, tuple]:
+    def step(self, diff, k, s) -> tuple[PyTree, tuple]:
         """s_{k+1} and step k's dense output (info, start, end)."""
-        it = self.prepare(problem)
-        start, end = self.times(problem, k)
+        it = self.integration(diff)
+        start, end = self.times(diff, k)
         y, state = s
         y1, _, dense, state1, _ = it.solver.step(it.terms, start, end, y, it.args, state, False)
         return (y1, state1), (dense, start, end)
 
-    def output(self, problem, dense, start, end, tau) -> PyTree:
+    def output(self, diff, dense, start, end, tau) -> PyTree:
         """The dense output of a step at time tau."""
-        interpolation = self.prepare(problem).solver.interpolation_cls
+        interpolation = self.integration(diff).solver.interpolation_cls
         return interpolation(t0=start, t1=end, **dense).evaluate(tau)
 
 
-def _recompute(steps: _Steps, problem, s, first, last, buffer):
+def _recompute(steps: _Steps, diff, s, first, last, buffer):
     """States s_first … s_{last−1} from s = s_first, written into `buffer` at k − first;
     returns the buffer."""
 
     def body(k, carry):
         s, buffer = carry
         buffer = jax.tree_util.tree_map(lambda b, x: b.at[k - first].set(x), buffer, s)
-        return steps.step(problem, k, s)[0], buffer
+        return steps.step(diff, k, s)[0], buffer
 
     return jax.lax.fori_loop(first, last, body, (s, buffer))[1]
 
 
-def _checkpoints(steps: _Steps, problem, s0, segment: int, count: int):
+def _checkpoints(steps: _Steps, diff, s0, segment: int, count: int):
     """The first sweep: s_k at every segment's start (`count` of them) and the states of the
     last segment."""
 
@@ -219,7 +225,7 @@ def _checkpoints(steps: _Steps, problem, s0, segment: int, count: int):
             s,
         )
         buffer = jax.tree_util.tree_map(lambda b, x: b.at[k % segment].set(x), buffer, s)
-        return steps.step(problem, k, s)[0], checkpoints, buffer
+        return steps.step(diff, k, s)[0], checkpoints, buffer
 
     checkpoints = jax.tree_util.tree_map(lambda x: jnp.zeros((count, *x.shape), x.dtype), s0)
     buffer = jax.tree_util.tree_map(lambda x: jnp.zeros((segment, *x.shape), x.dtype), s0)
@@ -227,42 +233,44 @@ def _checkpoints(steps: _Steps, problem, s0, segment: int, count: int):
     return checkpoints, buffer
 
 
-def _output_cotangents(steps: _Steps, problem, dense, start, end, saved_bar, first, last):
+def _output_cotangents(steps: _Steps, diff, dense, start, end, saved_bar, tau_bar, first, last):
     """Σ_j vjp of step k's dense output at the output times τ_first … τ_{last−1}: the
-    cotangents of the dense information, of the step's start and end, and of the problem
-    (through τ_j)."""
+    cotangents of the dense information and of the step's start and end, and `tau_bar`
+    with those of the τ_j added."""
+    saveat = steps.integration(diff).saveat
     zero = (_zero_cotangent(dense), jnp.zeros_like(start), jnp.zeros_like(end))
 
     def body(j, carry):
-        bars, problem_bar = carry
-        tau_of = lambda p: steps.prepare(p).saveat[j]  # noqa: E731
+        bars, tau_bar = carry
         _, pullback = eqx.filter_vjp(
-            lambda d, a, b, p: steps.output(p, d, a, b, tau_of(p)), dense, start, end, problem
+            lambda d, a, b, tau: steps.output(diff, d, a, b, tau), dense, start, end, saveat[j]
         )
         ybar = jax.tree_util.tree_map(lambda c: c[j], saved_bar)
-        d_bar, a_bar, b_bar, p_bar = pullback(ybar)
-        return _add(bars, (d_bar, a_bar, b_bar)), _add(problem_bar, p_bar)
+        d_bar, a_bar, b_bar, t_bar = pullback(ybar)
+        return _add(bars, (d_bar, a_bar, b_bar)), tau_bar.at[j].add(t_bar)
 
-    return jax.lax.fori_loop(first, last, body, (zero, _zero_cotangent(problem)))
+    return jax.lax.fori_loop(first, last, body, (zero, tau_bar))
 
 
 @adjoint_solve.def_bwd
 def _adjoint_bwd(residuals, cotangent, perturbed, problem, run: Run, prepare: Prepare, segment):
-    del perturbed, run
+    del run
     grid, n = residuals
-    steps = _Steps(grid, n, prepare)
+    diff, rest = eqx.partition(problem, perturbed)
+    steps = _Steps(grid, n, rest, prepare)
     it = prepare(problem)
     max_steps = grid.shape[0]
     count = -(-max_steps // segment)
 
     # Cotangents of the final state (the first SubSaveAt), its time, and the saved states.
-    s0 = steps.start(problem)
+    s0 = steps.start(diff)
     final_bar = jax.tree_util.tree_map(
         lambda c: c[0], _zeros_for_none(cotangent.ys[0], jax.tree_util.tree_map(
             lambda y: jnp.zeros((1, *jnp.shape(y)), jnp.result_type(y)), it.y0))
     )  # fmt: skip
     t_final_bar = jnp.zeros_like(it.t0) if cotangent.ts[0] is None else cotangent.ts[0][0]
     saved_bar = owner = None
+    tau_bar = jnp.zeros((0,), grid.dtype)
     if it.saveat is not None:
         saved_bar = _zeros_for_none(
             cotangent.ys[1],
@@ -271,19 +279,20 @@ def _adjoint_bwd(residuals, cotangent, perturbed, problem, run: Run, prepare: Pr
                 it.y0,
             ),
         )
+        tau_bar = jnp.zeros_like(it.saveat)
         # The output τ_j belongs to the first step whose end is ≥ τ_j.
         owner = jnp.searchsorted(grid, it.saveat, side="left")
 
-    checkpoints, buffer = _checkpoints(steps, problem, s0, segment, count)
+    checkpoints, buffer = _checkpoints(steps, diff, s0, segment, count)
     s_bar = (final_bar, _zero_cotangent(s0[1]))
     last_segment = (n - 1) // segment
 
     def sweep_step(k, carry):
         """Step k's vjp: ā_k from ā_{k+1} and the cotangents of its outputs."""
-        s_bar, problem_bar, buffer = carry
+        s_bar, diff_bar, tau_bar, buffer = carry
         s = jax.tree_util.tree_map(lambda b: b[k % segment], buffer)
         (_, (dense, start, end)), pullback = eqx.filter_vjp(
-            lambda p, s_: steps.step(p, k, s_), problem, s
+            lambda d, s_: steps.step(d, k, s_), diff, s
         )
         if saved_bar is None:
             out_bars = (_zero_cotangent(dense), jnp.zeros_like(start), jnp.zeros_like(end))
@@ -291,37 +300,36 @@ def _adjoint_bwd(residuals, cotangent, perturbed, problem, run: Run, prepare: Pr
             # Step k's outputs: τ_first … τ_{last−1}.
             first, last = jnp.searchsorted(owner, jnp.stack([k, k + 1]), side="left")
             out_bars, tau_bar = _output_cotangents(
-                steps, problem, dense, start, end, saved_bar, first, last
+                steps, diff, dense, start, end, saved_bar, tau_bar, first, last
             )
-            problem_bar = _add(problem_bar, tau_bar)
         d_bar, start_bar, end_bar = out_bars
         end_bar = end_bar + jnp.where(k == n - 1, t_final_bar, 0.0)
-        p_bar, s_bar = pullback((s_bar, (d_bar, start_bar, end_bar)))
-        return s_bar, _add(problem_bar, p_bar), buffer
+        step_bar, s_bar = pullback((s_bar, (d_bar, start_bar, end_bar)))
+        return s_bar, _add(diff_bar, step_bar), tau_bar, buffer
 
     def sweep_segment(carry):
-        index, s_bar, problem_bar, buffer = carry
+        index, *bars, buffer = carry
         first = index * segment
         last = jnp.minimum(first + segment, n)
         start_state = jax.tree_util.tree_map(lambda c: c[index], checkpoints)
         buffer = jax.lax.cond(
             index == last_segment,
             lambda: buffer,
-            lambda: _recompute(steps, problem, start_state, first, last, buffer),
+            lambda: _recompute(steps, diff, start_state, first, last, buffer),
         )
-
-        def reverse(i, carry):
-            return sweep_step(last - 1 - i, carry)
-
-        s_bar, problem_bar, buffer = jax.lax.fori_loop(
-            0, last - first, reverse, (s_bar, problem_bar, buffer)
+        *bars, buffer = jax.lax.fori_loop(
+            0, last - first, lambda i, c: sweep_step(last - 1 - i, c), (*bars, buffer)
         )
-        return index - 1, s_bar, problem_bar, buffer
+        return index - 1, *bars, buffer
 
-    _, s_bar, problem_bar, _ = jax.lax.while_loop(
+    _, s_bar, diff_bar, tau_bar, _ = jax.lax.while_loop(
         lambda carry: carry[0] >= 0,
         sweep_segment,
-        (last_segment, s_bar, _zero_cotangent(problem), buffer),
+        (last_segment, s_bar, _zero_cotangent(diff), tau_bar, buffer),
     )
-    _, pullback = eqx.filter_vjp(steps.start, problem)
-    return _add(problem_bar, pullback(s_bar)[0])
+    _, pullback = eqx.filter_vjp(steps.start, diff)
+    diff_bar = _add(diff_bar, pullback(s_bar)[0])
+    if it.saveat is not None:  # the output times' own cotangents
+        _, pullback = eqx.filter_vjp(lambda d: steps.integration(d).saveat, diff)
+        diff_bar = _add(diff_bar, pullback(tau_bar)[0])
+    return diff_bar
