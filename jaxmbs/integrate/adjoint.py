@@ -29,13 +29,15 @@ implicit function theorem (optimistix), the projection by its own derivative rul
 **What the backward pass needs and keeps.** The forward pass is the adaptive solve, which
 also records its accepted step times (`SubSaveAt(steps=True)`: 8 bytes per step of
 `max_steps`). The states s_k are recomputed from those times — the same steps, whatever the
-rounding, since the times are given — in segments of `segment` steps: a first sweep keeps
-s_k at every segment's start (⌈max_steps / segment⌉ checkpoints) and the last segment's
-states; going back, each earlier segment is recomputed from its checkpoint before it is
-swept. Memory: (segment + ⌈max_steps/segment⌉) states, independent of the steps a run
-takes; work: one or two recomputations of the accepted steps (none of the rejected ones)
-and one vjp per step. The first step's start and a last step that ends at t1 carry the
-derivatives with respect to t0 and t1; the other step times are decisions (no gradient).
+rounding, since the times are given — in segments of `segment` steps: one loop visits the
+segments forward, keeping s_k at every segment's start (⌈max_steps / segment⌉ checkpoints),
+then back, recomputing each earlier segment from its checkpoint; the last segment is swept
+as soon as its states are known, each earlier one after its recomputation (the step is
+traced once for all recomputations, its vjp once). Memory: (segment +
+⌈max_steps/segment⌉) states, independent of the steps a run takes; work: one or two
+recomputations of the accepted steps (none of the rejected ones) and one vjp per step.
+The first step's start and a last step that ends at t1 carry the derivatives with respect
+to t0 and t1; the other step times are decisions (no gradient).
 A run stopped by a failure ends its recurrence at its last accepted step (the outputs past
 it are NaN, `jaxmbs.simulate`); a user's event without a root finder stops at a step's end,
 whose time is a decision too. An event located by a root finder is left to diffrax's own
@@ -200,37 +202,16 @@ class _Steps(eqx.Module):
         return interpolation(t0=start, t1=end, **dense).evaluate(tau)
 
 
-def _recompute(steps: _Steps, diff, s, first, last, buffer):
+def _segment(steps: _Steps, diff, s, first, last, buffer):
     """States s_first … s_{last−1} from s = s_first, written into `buffer` at k − first;
-    returns the buffer."""
+    returns s_last and the buffer."""
 
     def body(k, carry):
         s, buffer = carry
         buffer = jax.tree_util.tree_map(lambda b, x: b.at[k - first].set(x), buffer, s)
         return steps.step(diff, k, s)[0], buffer
 
-    return jax.lax.fori_loop(first, last, body, (s, buffer))[1]
-
-
-def _checkpoints(steps: _Steps, diff, s0, segment: int, count: int):
-    """The first sweep: s_k at every segment's start (`count` of them) and the states of the
-    last segment."""
-
-    def body(k, carry):
-        s, checkpoints, buffer = carry
-        index = k // segment
-        checkpoints = jax.tree_util.tree_map(
-            lambda c, x: c.at[index].set(jnp.where(k % segment == 0, x, c[index])),
-            checkpoints,
-            s,
-        )
-        buffer = jax.tree_util.tree_map(lambda b, x: b.at[k % segment].set(x), buffer, s)
-        return steps.step(diff, k, s)[0], checkpoints, buffer
-
-    checkpoints = jax.tree_util.tree_map(lambda x: jnp.zeros((count, *x.shape), x.dtype), s0)
-    buffer = jax.tree_util.tree_map(lambda x: jnp.zeros((segment, *x.shape), x.dtype), s0)
-    _, checkpoints, buffer = jax.lax.fori_loop(0, steps.n, body, (s0, checkpoints, buffer))
-    return checkpoints, buffer
+    return jax.lax.fori_loop(first, last, body, (s, buffer))
 
 
 def _output_cotangents(steps: _Steps, diff, dense, start, end, saved_bar, tau_bar, first, last):
@@ -283,9 +264,8 @@ def _adjoint_bwd(residuals, cotangent, perturbed, problem, run: Run, prepare: Pr
         # The output τ_j belongs to the first step whose end is ≥ τ_j.
         owner = jnp.searchsorted(grid, it.saveat, side="left")
 
-    checkpoints, buffer = _checkpoints(steps, diff, s0, segment, count)
     s_bar = (final_bar, _zero_cotangent(s0[1]))
-    last_segment = (n - 1) // segment
+    segments = (n + segment - 1) // segment
 
     def sweep_step(k, carry):
         """Step k's vjp: ā_k from ā_{k+1} and the cotangents of its outputs."""
@@ -307,25 +287,31 @@ def _adjoint_bwd(residuals, cotangent, perturbed, problem, run: Run, prepare: Pr
         step_bar, s_bar = pullback((s_bar, (d_bar, start_bar, end_bar)))
         return s_bar, _add(diff_bar, step_bar), tau_bar, buffer
 
-    def sweep_segment(carry):
-        index, *bars, buffer = carry
+    def visit(carry):
+        """Visit v of 2S − 1 (S segments): segments 0 … S−1 forward, keeping each one's
+        first state, then S−2 … 0 from those checkpoints; each visit recomputes its
+        segment's states (one trace of the step in the program), and from the last forward
+        visit on sweeps them in reverse."""
+        v, s, checkpoints, *bars, buffer = carry
+        forward = v < segments
+        index = jnp.where(forward, v, 2 * segments - 2 - v)
         first = index * segment
         last = jnp.minimum(first + segment, n)
-        start_state = jax.tree_util.tree_map(lambda c: c[index], checkpoints)
-        buffer = jax.lax.cond(
-            index == last_segment,
-            lambda: buffer,
-            lambda: _recompute(steps, diff, start_state, first, last, buffer),
-        )
+        s = jax.tree_util.tree_map(lambda x, c: jnp.where(forward, x, c[index]), s, checkpoints)
+        checkpoints = jax.tree_util.tree_map(lambda c, x: c.at[index].set(x), checkpoints, s)
+        s, buffer = _segment(steps, diff, s, first, last, buffer)
+        sweep = jnp.where(v >= segments - 1, last - first, 0)
         *bars, buffer = jax.lax.fori_loop(
-            0, last - first, lambda i, c: sweep_step(last - 1 - i, c), (*bars, buffer)
+            0, sweep, lambda i, c: sweep_step(last - 1 - i, c), (*bars, buffer)
         )
-        return index - 1, *bars, buffer
+        return v + 1, s, checkpoints, *bars, buffer
 
-    _, s_bar, diff_bar, tau_bar, _ = jax.lax.while_loop(
-        lambda carry: carry[0] >= 0,
-        sweep_segment,
-        (last_segment, s_bar, _zero_cotangent(diff), tau_bar, buffer),
+    checkpoints = jax.tree_util.tree_map(lambda x: jnp.zeros((count, *x.shape), x.dtype), s0)
+    buffer = jax.tree_util.tree_map(lambda x: jnp.zeros((segment, *x.shape), x.dtype), s0)
+    _, _, _, s_bar, diff_bar, tau_bar, _ = jax.lax.while_loop(
+        lambda carry: carry[0] < 2 * segments - 1,
+        visit,
+        (0, s0, checkpoints, s_bar, _zero_cotangent(diff), tau_bar, buffer),
     )
     _, pullback = eqx.filter_vjp(steps.start, diff)
     diff_bar = _add(diff_bar, pullback(s_bar)[0])
