@@ -1,17 +1,18 @@
 """`simulate(method="partitioning")` switches partitions through positions where a fixed one
 degenerates, and matches `qr` to 1e-8: the redundant four-bar, a spatial single-loop
-mechanism with redundant constraints, and the McPherson struts."""
+mechanism with redundant constraints; the McPherson struts in
+`test_partitioning_switching_mcpherson.py` (split so that pytest-xdist's workers, each given
+whole modules, balance)."""
 
 import functools
 
-import jax.numpy as jnp
 import numpy as np
+from switching_cases import compare_with_qr
 
 import jaxmbs
 from jaxmbs.model.joints import spatial
-from jaxmbs.models import fourbar, mcpherson
+from jaxmbs.models import fourbar
 
-TOL = 1e-12
 #: Local axes of every link in the global frame at zero rotation: the local z axis lies
 #: horizontal, so the ZXZ angle θ stays at π/2 (far from the gimbal lock) in planar motion.
 FRAME = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
@@ -60,25 +61,12 @@ def spatial_fourbar():
     return mech, q0, qd0
 
 
-def _compare(mech, q0, qd0, t1, independent, **kwargs):
-    ts = jnp.linspace(0.0, t1, 21)
-    common = dict(saveat=ts, rtol=TOL, atol=TOL, **kwargs)
-    reference = jaxmbs.simulate(mech, q0, qd0, (0.0, t1), method="qr", **common)
-    method = jaxmbs.PartitionedCoordinates(independent=independent)
-    sol = jaxmbs.simulate(mech, q0, qd0, (0.0, t1), method=method, **common)
-    assert bool(sol.successful) and bool(reference.successful)
-    # measured: q 1.6e-10, 4.1e-10, 2.1e-12; q̇ 1.0e-9, 3.8e-9, 5.1e-12 (the tests in order)
-    np.testing.assert_allclose(sol.q, reference.q, atol=1e-8)
-    np.testing.assert_allclose(sol.qd, reference.qd, atol=1e-8)
-    return sol
-
-
 def test_redundant_fourbar_switches_away_from_the_rocker_angle():
     """The rocker angle as independent coordinate degenerates at the rocker's extreme
     positions (C_D singular); a full crank turn passes both."""
     mech = fourbar.fourbar(redundant=True)
     q0, qd0 = fourbar.initial_state(mech, crank_speed=4.0)
-    sol = _compare(mech, q0, qd0, 1.6, ("rocker.phi",))
+    sol = compare_with_qr(mech, q0, qd0, 1.6, ("rocker.phi",))
     assert int(sol.stats["num_switches"]) >= 1
     assert mech.structure.redundancy == 1
 
@@ -87,13 +75,5 @@ def test_spatial_single_loop_with_redundant_constraints():
     mech, q0, qd0 = spatial_fourbar()
     assert (mech.structure.rank, mech.structure.redundancy, mech.structure.dof) == (17, 3, 1)
     rocker = 2 * 6 + 3  # the rocker's φ
-    sol = _compare(mech, q0, qd0, 2.0, (rocker,))
+    sol = compare_with_qr(mech, q0, qd0, 2.0, (rocker,))
     assert int(sol.stats["num_switches"]) >= 1
-
-
-def test_mcpherson_struts_with_redundant_joints():
-    """The redundant struts (redundancy 3, n = 30); the simplified ones share the code path
-    and would only add a compilation."""
-    mech = mcpherson.mcpherson(redundant=True)
-    q0, qd0 = mcpherson.initial_state(mech)
-    _compare(mech, q0, qd0, 0.3, None)
