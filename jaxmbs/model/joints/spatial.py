@@ -548,7 +548,8 @@ def spatial_mechanism(
     bodies = tuple(bodies)
     n_bodies = len(bodies)
     layout = Layout.from_bodies(bodies)
-    holonomic, pfaffian, joint_groups = split_joints(joints, n_bodies)
+    parts = [j.parts(layout, params, reference_q) if hasattr(j, "parts") else (j,) for j in joints]
+    holonomic, pfaffian, joint_groups = split_joints([k for p in parts for k in p], n_bodies)
     n_normalization = int(layout.bodies_of(EULER_PARAMETERS).size)
     groups = {NORMALIZATION: tuple(range(n_normalization))} if n_normalization else {}
     if NORMALIZATION in joint_groups and groups:
