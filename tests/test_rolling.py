@@ -241,6 +241,43 @@ def test_upright_disc_critical_speed_brackets(disc, record_property):
     assert max(drifts) < 1e-9
 
 
+def test_torus_in_zxz_angles_rolls_down_the_incline(record_property):
+    """A tyre (torus: crown radius R, cross-section ρ; axial moment C) in ZXZ angles, upright
+    across the slope (axis along e_y, so θ stays π/2), rolls straight down with the
+    acceleration of a wheel of radius R + ρ: a = g sin α m (R + ρ)² / (m (R + ρ)² + C),
+    to 1e-10, without slipping, its contact point on the plane."""
+    R, rho, m, A, C = 0.25, 0.04, 1.2, 0.02, 0.035
+    kind = spatial.ZXZ
+    q0 = spatial.pose((R + rho) * NORMAL, UPRIGHT, kind)
+    joint = rolling.RollingTorus(
+        "tyre", 0, radius="R", crown_radius="rho", plane_normal=NORMAL, axis=(0.0, 0.0, 1.0)
+    )
+    mech = spatial.spatial_mechanism(
+        [spatial.Body("wheel", m, (A, A, C), kind)],
+        [joint],
+        {"R": jnp.asarray(R), "rho": jnp.asarray(rho)},
+        gravity=(0.0, 0.0, -G),
+        reference_q=q0,
+    )
+    sol = jaxmbs.simulate(
+        mech, q0, np.zeros(6), (0.0, 1.0), saveat=jnp.asarray(SPHERE_TIMES), rtol=TOL, atol=TOL
+    )
+    assert bool(sol.successful)
+    a = G * np.sin(ALPHA) * m * (R + rho) ** 2 / (m * (R + rho) ** 2 + C)
+    q, qd = np.asarray(sol.q), np.asarray(sol.qd)
+    travelled = (q[:, :3] - (R + rho) * NORMAL) @ DOWNHILL
+    acceleration_error = float(np.max(np.abs(2 * travelled / SPHERE_TIMES**2 - a)))
+    layout = spatial.Layout.from_mechanism(mech)
+    slip = contact_slip(layout, lambda q, A: -(R + rho) * NORMAL, q, qd)
+    record_property("torus_acceleration_error", acceleration_error)
+    record_property("torus_slip", slip)
+    assert acceleration_error < 1e-10
+    assert slip < 1e-10
+    assert float(np.max(np.abs(q[:, 4] - np.pi / 2))) < 1e-10  # upright: θ = π/2
+    point = np.asarray(joint.contact_point(layout, jnp.asarray(q[-1]), mech.params))
+    assert abs(float(point @ NORMAL)) < 1e-12
+
+
 # --- contact geometry, parameters, bad input --------------------------------------------------
 
 
