@@ -116,9 +116,15 @@ def test_sphere_rolls_down_the_incline_at_five_sevenths_g_sin_alpha(sphere, reco
     point = np.asarray(joint.contact_point(layout, jnp.asarray(q[-1]), mech.params))
     assert_close(point, q[-1, :3] - R_SPHERE * NORMAL, 0, 1e-15, "contact point")
     assert abs(float(point @ NORMAL)) < 1e-12
-    # The groups: the contact (normal force) and the no-slip rows (friction).
+    # The groups' multipliers give the contact force: N = m g cos α from the plane, and the
+    # friction m a_s − m g sin α = −2/7 m g sin α along the slope (it spins the sphere up).
     groups = dict(mech.constraint_groups)
-    assert len(groups["ball"]) == 1 and len(groups["ball.no_slip"]) == 2
+    lam = np.asarray(sol.multipliers)
+    force = joint.contact_force(mech.params, lam[:, groups["ball"]], lam[:, groups["ball.no_slip"]])
+    assert_close(force["normal_force"], M_SPHERE * G * np.cos(ALPHA), 1e-12, 0, "normal force")
+    friction = -2 / 7 * M_SPHERE * G * np.sin(ALPHA) * DOWNHILL
+    assert_close(force["friction"], np.broadcast_to(friction, (3, 3)), 0, 1e-10, "friction")
+    assert_close(force["force"] @ NORMAL, force["normal_force"], 0, 1e-12, "N along n")
 
 
 # --- a thin disc rolling upright ------------------------------------------------------------

@@ -33,7 +33,7 @@ the wheel's plane:
 
 u is undefined when the axis is parallel to n (a wheel lying flat): the joints refuse such a
 `reference_q`. The force on the body at P is −λ_Φ n − λ₁ t₁ − λ₂ t₂ (the rows' multipliers):
-−λ_Φ is the normal force, the others the friction that keeps it rolling.
+−λ_Φ is the normal force, the others the friction that keeps it rolling (`contact_force`).
 
 Radii, plane point, plane normal and axis are specs (numbers, keys into `params`, or
 callables of them), so `jax.grad` reaches them. Each joint is given to
@@ -96,6 +96,17 @@ class _Rolling:
         _, velocity = jax.jvp(lambda q_: layout.frames(q_).point(self.body, local), (q,), (qd,))
         t1, t2 = perpendicular_pair(self.normal(p))
         return jnp.stack([dot(t1, velocity), dot(t2, velocity)])
+
+    def contact_force(self, p, lam_contact, lam_no_slip) -> dict[str, Array]:
+        """The force on the body at P from the multipliers of its groups (`name`, shape
+        (..., 1), and `name + ".no_slip"`, (..., 2)): the normal force N = −λ_Φ (positive
+        when the plane pushes), the friction −λ₁ t₁ − λ₂ t₂ and their sum, global axes."""
+        n = self.normal(p)
+        t1, t2 = perpendicular_pair(n)
+        normal_force = -lam_contact[..., 0]
+        friction = -lam_no_slip[..., :1] * t1 - lam_no_slip[..., 1:2] * t2
+        force = normal_force[..., None] * n + friction
+        return {"normal_force": normal_force, "friction": friction, "force": force}
 
     def _check_spec(self, spec: Spec, what: str, params) -> np.ndarray:
         x = np.asarray(value(spec, params), dtype=float)
