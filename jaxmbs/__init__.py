@@ -52,6 +52,7 @@ from .integrate import AllCoordinates as AllCoordinates
 from .integrate import Baumgarte as Baumgarte
 from .integrate import ClosingConditions as ClosingConditions
 from .integrate import DiscreteAdjoint as DiscreteAdjoint
+from .integrate import GeneralizedAlpha as GeneralizedAlpha
 from .integrate import NoStabilization as NoStabilization
 from .integrate import PartitionedCoordinates as PartitionedCoordinates
 from .integrate import Projection as Projection

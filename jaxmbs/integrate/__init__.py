@@ -1,11 +1,12 @@
 """Integration: the one `simulate` core and its state spaces (all coordinates with a
-formulation, partitioned coordinates, closing conditions), stabilisation, solver wrappers,
-events, the `Solution` and its result codes."""
+formulation, partitioned coordinates, closing conditions), steppers (diffrax solvers,
+generalized-α), stabilisation, solver wrappers, events, the `Solution` and its result codes."""
 
 from .adjoint import DiscreteAdjoint as DiscreteAdjoint
 from .closing import ClosingConditions as ClosingConditions
 from .dynamics import accelerations as accelerations
 from .dynamics import accelerations_and_multipliers as accelerations_and_multipliers
+from .generalized_alpha import GeneralizedAlpha as GeneralizedAlpha
 from .partitioned import PartitionedCoordinates as PartitionedCoordinates
 from .simulate import simulate as simulate
 from .simulate import simulate_closing as simulate_closing
@@ -26,4 +27,5 @@ from .stabilization import project_state as project_state
 from .stabilization import project_velocities as project_velocities
 from .state_space import AbstractStateSpace as AbstractStateSpace
 from .state_space import AllCoordinates as AllCoordinates
+from .steppers import AbstractStepper as AbstractStepper
 from .switching import Switching as Switching

@@ -64,9 +64,9 @@ from .solution import (
     raise_on_failure,
     rhs_evaluations,
 )
-from .solvers import exact_newton, multiply_add_stages, with_controller_tolerances
 from .stabilization import AbstractStabilization, get_stabilization
 from .state_space import AbstractStateSpace, AllCoordinates
+from .steppers import AbstractStepper, as_stepper
 from .switching import Switching
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ def simulate(
     rtol: float | Array = 1e-8,
     atol: float | Array = 1e-8,
     saveat: ArrayLike | None = None,
-    solver: diffrax.AbstractSolver | None = None,
+    solver: diffrax.AbstractSolver | AbstractStepper | None = None,
     stepsize_controller: diffrax.AbstractStepSizeController | None = None,
     params: Params | None = None,
     dt0: float | None = None,
@@ -140,7 +140,10 @@ def simulate(
     - `solver`: a diffrax solver (default `diffrax.Tsit5()`). For a stiff mechanism (stiff
       springs, bushings, tyres) an implicit one, e.g. `diffrax.Kvaerno5()`; its default
       chord root finder is replaced by Newton's method with the exact Jacobian
-      (`jaxmbs.integrate.solvers.exact_newton`); a root finder you pass is kept.
+      (`jaxmbs.integrate.solvers.exact_newton`); a root finder you pass is kept. Or a
+      jaxmbs stepper (`jaxmbs.integrate.steppers.AbstractStepper`):
+      `jaxmbs.GeneralizedAlpha(rho_inf=...)` integrates the index-3 equations with a
+      constant step (`stepsize_controller=diffrax.ConstantStepSize()`, `dt0`).
     - `stepsize_controller`: a diffrax step-size controller (default
       `diffrax.PIDController(rtol=rtol, atol=atol)`; when given, `rtol` and `atol` are unused).
     - `params`: parameters replacing the mechanism's (convenient for `jax.grad`); a partial
@@ -176,10 +179,11 @@ def simulate(
         check_tolerances(rtol, atol, q0.dtype)
     params = merge_params(mechanism.params, params, q0.dtype)
     mechanism = with_known_structure(mechanism.replace_params(params), q0, t0)
-    space = state_space_of(method, mechanism).prepare(mechanism)
+    stepper = as_stepper(solver)
+    space = stepper.state_space(state_space_of(method, mechanism).prepare(mechanism))
     options = _Options(
         stabilization=get_stabilization(stabilization),
-        solver=diffrax.Tsit5() if solver is None else solver,
+        solver=stepper,
         controller=_controller(stepsize_controller, rtol, atol, t0, t1, space),
         adjoint=_default_adjoint(event) if adjoint is None else adjoint,
         progress_meter=diffrax.NoProgressMeter() if progress_meter is None else progress_meter,
@@ -251,7 +255,7 @@ class _Options(eqx.Module):
     """Everything `simulate` needs besides the data; static where it shapes the compile."""
 
     stabilization: AbstractStabilization
-    solver: diffrax.AbstractSolver
+    solver: AbstractStepper
     controller: diffrax.AbstractStepSizeController
     adjoint: diffrax.AbstractAdjoint | DiscreteAdjoint
     progress_meter: diffrax.AbstractProgressMeter
@@ -415,22 +419,9 @@ def _detected_read_bwd(residuals, cotangent: Array):
 _detected_read.defvjp(_detected_read_fwd, _detected_read_bwd)
 
 
-def _forward_mode_stages(solver, adjoint):
-    """diffrax makes the stage loop forward-differentiable ("lax") itself, but only for a
-    bare Runge–Kutta solver, not inside a wrapper: do it before wrapping."""
-    if (
-        isinstance(adjoint, diffrax.ForwardMode)
-        and isinstance(solver, diffrax.AbstractRungeKutta)
-        and solver.scan_kind is None
-    ):
-        return eqx.tree_at(lambda s: s.scan_kind, solver, "lax", is_leaf=lambda x: x is None)
-    return solver
-
-
 def _wrapped_solver(mechanism, space: AbstractStateSpace, options):
-    """The diffrax solver with the state space's wrapper (projection, switching)."""
-    solver = _forward_mode_stages(multiply_add_stages(options.solver), options.adjoint)
-    solver = with_controller_tolerances(exact_newton(solver), options.controller)
+    """The stepper's diffrax solver with the state space's wrapper (projection, switching)."""
+    solver = options.solver.diffrax_solver(mechanism, options.controller, options.adjoint)
     return space.wrap_solver(solver, mechanism, options.stabilization)
 
 

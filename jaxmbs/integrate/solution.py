@@ -27,8 +27,10 @@ class RESULTS(eqx.Enumeration):
         "cannot be continued there"
     )
     step_failed = (
-        "a step failed: non-finite forces or state (NaN or inf from the model functions), or "
-        "the step size collapsed away from any singular configuration"
+        "a step failed: non-finite forces or state (NaN or inf from the model functions), "
+        "the step size collapsed away from any singular configuration, or the generalized-α "
+        "Newton iteration did not converge (jaxmbs.GeneralizedAlpha: a shorter step, or more "
+        "max_iterations)"
     )
     inconsistent_initial_conditions = (
         "inconsistent initial conditions: |Φ(q0)| or |c(q0, q̇0)| exceeds consistency_tol "

@@ -1,0 +1,408 @@
+"""The generalized-α method on the index-3 equations of motion (Chung & Hulbert 1993;
+Arnold & Brüls 2007): `jaxmbs.GeneralizedAlpha`.
+
+**The equations.** No index reduction: positions satisfy the constraints themselves,
+
+    M(q) q̈ + C_Iᵀ λ = Q(t, q, q̇),    Φ_I(q, t) = 0,    ψ_I(t, q, q̇) = 0,          (1)
+
+with C = [Φ_q ; A] the constraint Jacobian (Pękal–Frączek 2016, eq 2.1; Pfaffian rows
+ψ = A q̇ + a) and I the structure's independent rows (`jaxmbs.Structure`: redundant rows
+are left out, and the minimum-norm λ over all rows is recovered afterwards as every
+formulation does, `jaxmbs.formulations.base.expand_multipliers`).
+
+**One step** t_n → t_{n+1} = t_n + h, in the form of Arnold & Brüls (2007) with the
+acceleration-like variable a (Chung & Hulbert 1993):
+
+    q_{n+1} = q_n + h q̇_n + h² (½ − β) a_n + h² β a_{n+1},                           (2)
+    q̇_{n+1} = q̇_n + h (1 − γ) a_n + h γ a_{n+1},                                      (3)
+    (1 − α_m) a_{n+1} + α_m a_n = (1 − α_f) q̈_{n+1} + α_f q̈_n,                       (4)
+
+and (1) at (t_{n+1}, q_{n+1}, q̇_{n+1}, q̈_{n+1}, λ_{n+1}). The start is consistent:
+a_0 = q̈_0 and λ_0 from the index-1 equations (the state space's formulation). Chung &
+Hulbert's parameters for a spectral radius ρ∞ ∈ [0, 1] at ωh → ∞:
+
+    α_m = (2ρ∞ − 1)/(ρ∞ + 1),  α_f = ρ∞/(ρ∞ + 1),  γ = ½ + α_f − α_m,  β = ¼ (γ + ½)²,   (5)
+
+second order and unconditionally stable for the linear test equation; ρ∞ = 1 dissipates
+nothing, ρ∞ < 1 damps the modes with ωh ≫ 1 by a factor → ρ∞ per step while those with
+ωh ≪ 1 keep their amplitude to O((ωh)³) per step. Arnold & Brüls (2007) prove global errors
+O(h²) for (1); the accelerations and multipliers start with a transient that ρ∞ < 1 damps
+within tens of steps (on the four-bar at h = 1e-3, ρ∞ = 0.8: |λ − λ_KKT| 5e-2 relative
+after 10 steps, 2e-4 after 50; none left after 100 steps at h = 1e-4). Measured in
+`tests/test_generalized_alpha.py`: slopes 2.00 for q, q̇, q̈ and λ on the four-bar.
+
+**Newton on x = (q̈_{n+1}, λ_{n+1}).** By (2)–(4), q_{n+1} and q̇_{n+1} are affine in
+q̈_{n+1}, with ∂q_{n+1}/∂q̈_{n+1} = β' and ∂q̇_{n+1}/∂q̈_{n+1} = γ',
+
+    β' = h² β (1 − α_f)/(1 − α_m),    γ' = h γ (1 − α_f)/(1 − α_m).                 (6)
+
+The residual is
+
+    r(x) = [ M q̈ + C_Iᵀ λ − Q ;  Φ_I / β' ;  ψ_I / γ' ]                              (7)
+
+— the constraint rows scaled by 1/(βh²) (Arnold & Brüls), and by (1 − α_m)/(1 − α_f) more
+(the Pfaffian rows by the matching 1/γ'), so that its Jacobian, the iteration matrix
+
+    S = [ M + β' K_t + γ' C_t   C_Iᵀ ]        K_t = ∂(M q̈ + C_Iᵀλ − Q)/∂q,
+        [ C_I + O(h)             0   ],       C_t = −∂Q/∂q̇,                           (8)
+
+tends to the index-1 matrix [M, C_Iᵀ; C_I, 0] (Pękal–Frączek eq 2.5) as h → 0: its
+conditioning does not grow as h⁻² (Bottasso, Bauchau & Cardona 2007 analyse the scaling).
+S is the exact Jacobian of (7), by forward-mode autodiff through the mechanism's own
+functions (mass matrix, forces, constraints: one jvp per unknown, n + r in all), factorised
+densely (LU) at every iteration; Newton stops when the correction of q̈ and of λ is below
+`tolerance` relative (√ε by default: the residual left is then O(ε) — |Φ| at round-off
+with no stabilisation), and fails after `max_iterations`.
+
+**Derivatives.** The step is differentiated by the implicit function theorem at the
+converged x, not through the iterations: with θ everything the step reads (q_n, q̇_n, a_n,
+q̈_n, t_{n+1}, h, the parameters), dx = −S⁻¹ (∂r/∂θ) dθ, one more Jacobian and solve. It is
+linear in dθ, so reverse mode transposes it: the library's default discrete adjoint
+(`jaxmbs.integrate.adjoint`) applies the vjp of this step per step; forward mode and
+`vmap` go through it as they are.
+
+**How it fits `simulate`.** `GeneralizedAlpha` is a stepper
+(`jaxmbs.integrate.steppers.AbstractStepper`), which chooses the state space and the
+diffrax solver: the state is y = [q; q̇; q̈; λ_I] (`IndexThreeCoordinates`), so that the
+outputs' accelerations and multipliers are those of the Newton solve, and the diffrax
+solver's `step` is one step (2)–(8), with solver state a. Positions need no
+stabilisation: `stabilization="none"` runs the method as it is, `"projection"` (the
+default of `simulate`) still projects q̇ onto the velocity constraints after each step,
+which the method satisfies only to O(h²). Baumgarte stabilisation acts on the index-1
+equations that generalized-α does not solve: it has no effect. A step whose Newton
+iteration does not converge (or meets a NaN) fails, and the run ends with
+`RESULTS.step_failed`, named in its message. The step is constant
+(`diffrax.ConstantStepSize()` with `dt0`, or `diffrax.StepTo`); outputs between steps are
+interpolated linearly.
+
+**Not yet.** Step-size control by a local error estimate; the banded iteration matrix (the
+block-banded KKT algebra of `jaxmbs.formulations.banded` with K_t, C_t assembled by column
+colours), for O(N) cost on chains: today S is dense, O((n + r)³) per iteration.
+
+References: J. Chung, G. M. Hulbert, *A time integration algorithm for structural dynamics
+with improved numerical dissipation: the generalized-α method*, J. Appl. Mech. 60 (1993)
+371–375. M. Arnold, O. Brüls, *Convergence of the generalized-α scheme for constrained
+mechanical systems*, Multibody Syst. Dyn. 18 (2007) 185–202. C. L. Bottasso, O. A. Bauchau,
+A. Cardona, *Time-step-size-independent conditioning and sensitivity to perturbations in
+the numerical solution of index three differential algebraic equations*, SIAM J. Sci.
+Comput. 29 (2007) 397–414.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from .._internal.checks import is_concrete
+from .._internal.types import Array, Coordinates, Velocities
+from ..formulations import AbstractFormulation
+from ..formulations.base import expand_multipliers
+from ..kinematics import inertia
+from ..kinematics.constraints import constraint_jacobian, position_residual
+from ..kinematics.structure import independent_part
+from .dynamics import equation_terms
+from .solvers import ProjectedSolver
+from .stabilization import AbstractStabilization, NoStabilization
+from .state_space import AbstractStateFunction, AbstractStateSpace, AllCoordinates
+from .steppers import AbstractStepper
+
+if TYPE_CHECKING:
+    from ..model import Mechanism
+
+
+#: Round-off floor of the Newton corrections, in units of ε|q|/β' (eq 6): the positions fix
+#: q̈_{n+1} to that, and no iteration improves on it.
+NOISE = 100.0
+
+
+class Coefficients(eqx.Module):
+    """α_m, α_f, γ, β of eq (5) for a spectral radius ρ∞ (Chung & Hulbert 1993)."""
+
+    alpha_m: Array
+    alpha_f: Array
+    gamma: Array
+    beta: Array
+
+    @classmethod
+    def from_rho_inf(cls, rho_inf: Array) -> Coefficients:
+        """Eq (5)."""
+        alpha_m = (2.0 * rho_inf - 1.0) / (rho_inf + 1.0)
+        alpha_f = rho_inf / (rho_inf + 1.0)
+        gamma = 0.5 + alpha_f - alpha_m
+        return cls(alpha_m, alpha_f, gamma, 0.25 * (gamma + 0.5) ** 2)
+
+    def update(self, qdd1: Array, h, q: Coordinates, qd: Velocities, a: Array, qdd: Array):
+        """(q_{n+1}, q̇_{n+1}, a_{n+1}) from q̈_{n+1} and step n's (q, q̇, a, q̈): eqs (4),
+        (2), (3)."""
+        a1 = ((1.0 - self.alpha_f) * qdd1 + self.alpha_f * qdd - self.alpha_m * a) / (
+            1.0 - self.alpha_m
+        )
+        q1 = q + h * qd + h**2 * ((0.5 - self.beta) * a + self.beta * a1)
+        qd1 = qd + h * ((1.0 - self.gamma) * a + self.gamma * a1)
+        return q1, qd1, a1
+
+    def scales(self, h) -> tuple[Array, Array]:
+        """(β', γ') of eq (6)."""
+        ratio = (1.0 - self.alpha_f) / (1.0 - self.alpha_m)
+        return h**2 * self.beta * ratio, h * self.gamma * ratio
+
+
+class StepEquations(eqx.Module):
+    """The residual (7) of one step as a function of the unknowns x = (q̈_{n+1}, λ_{n+1})
+    and of θ = (t_{n+1}, h, q_n, q̇_n, a_n, q̈_n, params)."""
+
+    mechanism: Mechanism
+    coefficients: Coefficients
+
+    def residual(self, x: Array, theta: tuple) -> Array:
+        """Eq (7)."""
+        mechanism = self.mechanism
+        structure = mechanism.structure
+        t1, h, q, qd, a, qdd, params = theta
+        n = structure.n
+        q1, qd1, _ = self.coefficients.update(x[:n], h, q, qd, a, qdd)
+        M = inertia.mass_matrix(mechanism, q1, params)
+        force = M @ x[:n] - mechanism.forces(t1, q1, qd1, params)
+        if structure.rank == 0:
+            return force
+        C_i = independent_part(constraint_jacobian(mechanism, q1, t1, params), structure)
+        beta_s, gamma_s = self.coefficients.scales(h)
+        rows = [position_residual(mechanism, q1, t1, params) / beta_s]
+        if mechanism.velocity_constraints is not None:
+            rows.append(jnp.asarray(mechanism.velocity_constraints(t1, q1, qd1, params)) / gamma_s)
+        g = independent_part(jnp.concatenate(rows), structure)
+        return jnp.concatenate([force + C_i.T @ x[n:], g])
+
+
+def _iteration_matrix(equations: StepEquations, x: Array, theta: tuple) -> tuple[Array, Array]:
+    """r(x) and S = ∂r/∂x (eq 8) by forward-mode autodiff: one jvp per unknown."""
+    r, linear = jax.linearize(lambda x_: equations.residual(x_, theta), x)
+    S = jax.vmap(linear, out_axes=1)(jnp.eye(x.shape[0], dtype=x.dtype))
+    return r, S
+
+
+@eqx.filter_custom_jvp
+def newton_solve(equations: StepEquations, theta: tuple, guess: Array, *, max_iterations: int,
+                 tolerance: float | None) -> tuple[Array, Array]:  # fmt: skip
+    """x = (q̈_{n+1}, λ_{n+1}) with r(x) = 0 by Newton's method from `guess`, and whether it
+    converged (1.0) or not (0.0, also on a NaN). Differentiated implicitly (module notes)."""
+    n = equations.mechanism.structure.n
+    eps = jnp.finfo(guess.dtype).eps
+    tol = jnp.sqrt(eps) if tolerance is None else tolerance
+    _, h, q = theta[:3]
+    beta_s = equations.coefficients.scales(h)[0]
+
+    def size(x):
+        return jnp.max(jnp.abs(x), initial=0.0)
+
+    def iteration(carry):
+        x, k, _ = carry
+        r, S = _iteration_matrix(equations, x, theta)
+        dx = -jnp.linalg.solve(S, r)
+        x = x + dx
+        # Relative to q̈, plus the round-off floor of an index-3 solve: q̈ is known from
+        # positions to ~ε|q|/β' only (module notes).
+        relative = tol + NOISE * eps * (1.0 + size(q)) / (beta_s * (1.0 + size(x[:n])))
+        converged = (size(dx[:n]) <= relative * (1.0 + size(x[:n]))) & (
+            size(dx[n:]) <= relative * (1.0 + size(x[n:]))
+        )
+        return x, k + 1, converged
+
+    def running(carry):
+        x, k, converged = carry
+        return (k < max_iterations) & ~converged & jnp.all(jnp.isfinite(x))
+
+    x, _, converged = jax.lax.while_loop(running, iteration, (guess, 0, jnp.zeros((), bool)))
+    ok = converged & jnp.all(jnp.isfinite(x))
+    return x, ok.astype(x.dtype)
+
+
+@newton_solve.def_jvp
+def _newton_solve_jvp(primals, tangents, *, max_iterations, tolerance):
+    equations, theta, guess = primals
+    d_equations, d_theta, _ = tangents
+    x, ok = newton_solve(
+        equations, theta, guess, max_iterations=max_iterations, tolerance=tolerance
+    )
+    _, S = _iteration_matrix(equations, x, theta)
+    primal_in = (equations, theta)
+    tangent_in = jax.tree_util.tree_map(
+        lambda p, d: jnp.zeros_like(p) if d is None else d,
+        eqx.filter(primal_in, eqx.is_inexact_array),
+        (d_equations, d_theta),
+        is_leaf=lambda d: d is None,
+    )
+    _, dr = eqx.filter_jvp(lambda e, th: e.residual(x, th), primal_in, tangent_in)
+    return (x, ok), (-jnp.linalg.solve(S, dr), jnp.zeros_like(ok))
+
+
+class GeneralizedAlphaSolver(diffrax.AbstractSolver):
+    """One generalized-α step (2)–(8) as a diffrax solver, on y = [q; q̇; q̈; λ_I]
+    (`IndexThreeCoordinates`) with solver state a. Built by `GeneralizedAlpha`."""
+
+    equations: StepEquations
+    max_iterations: int = eqx.field(static=True)
+    tolerance: float | None = eqx.field(static=True)
+
+    term_structure: ClassVar = diffrax.AbstractTerm
+    interpolation_cls: ClassVar = diffrax.LocalLinearInterpolation
+
+    def order(self, terms) -> int:
+        return 2
+
+    def init(self, terms, t0, t1, y0, args) -> Array:
+        """a_0 = q̈_0 (consistent accelerations)."""
+        n = self.equations.mechanism.structure.n
+        return y0[2 * n : 3 * n]
+
+    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        params, valid = args
+        n = self.equations.mechanism.structure.n
+        q, qd, qdd, a = y0[:n], y0[n : 2 * n], y0[2 * n : 3 * n], solver_state
+        h = t1 - t0
+        theta = (t1, h, q, qd, a, qdd, params)
+        with jax.named_scope("generalized_alpha_newton"):
+            x, ok = newton_solve(
+                self.equations, theta, y0[2 * n :],
+                max_iterations=self.max_iterations, tolerance=self.tolerance,
+            )  # fmt: skip
+        q1, qd1, a1 = self.equations.coefficients.update(x[:n], h, q, qd, a, qdd)
+        y1 = jnp.where(valid, jnp.concatenate([q1, qd1, x]), y0)
+        a1 = jnp.where(valid, a1, a)
+        failed = valid & (ok == 0)
+        result = diffrax.RESULTS.where(
+            failed, diffrax.RESULTS.nonlinear_max_steps_reached, diffrax.RESULTS.successful
+        )
+        return y1, None, dict(y0=y0, y1=y1), a1, result
+
+    def func(self, terms, t0, y0, args):
+        return terms.vf(t0, y0, args)
+
+
+class GeneralizedAlpha(AbstractStepper):
+    """The generalized-α method on the index-3 equations (module notes): pass it as
+    `simulate(..., solver=jaxmbs.GeneralizedAlpha(rho_inf=0.8),
+    stepsize_controller=diffrax.ConstantStepSize(), dt0=h)`.
+
+    **Arguments:**
+
+    - `rho_inf`: the spectral radius at ωh → ∞, in [0, 1] (eq 5): 1 dissipates nothing,
+      smaller values damp the unresolved high frequencies more. Traced: other values
+      reuse the compiled solve (and `jax.grad` reaches it).
+    - `max_iterations`: Newton iterations per step before the step fails.
+    - `tolerance`: relative size of the last Newton correction of q̈ and of λ at which the
+      iteration stops (None: √ε of the dtype).
+    """
+
+    rho_inf: Array = eqx.field(default=0.9, converter=jnp.asarray)
+    max_iterations: int = eqx.field(default=10, static=True)
+    tolerance: float | None = eqx.field(default=None, static=True)
+
+    def __check_init__(self):
+        if is_concrete(self.rho_inf) and not 0.0 <= float(self.rho_inf) <= 1.0:
+            raise ValueError(f"rho_inf must lie in [0, 1], got {float(self.rho_inf)}")
+        if self.max_iterations < 1:
+            raise ValueError(f"max_iterations must be positive, got {self.max_iterations}")
+        if self.tolerance is not None and not self.tolerance > 0:
+            raise ValueError(f"tolerance must be positive, got {self.tolerance}")
+
+    @property
+    def coefficients(self) -> Coefficients:
+        """α_m, α_f, γ, β (eq 5)."""
+        return Coefficients.from_rho_inf(self.rho_inf)
+
+    def state_space(self, space: AbstractStateSpace) -> AbstractStateSpace:
+        if not isinstance(space, AllCoordinates):
+            raise ValueError(
+                f"GeneralizedAlpha integrates all coordinates (method= a formulation), not "
+                f"{space.name!r}"
+            )
+        return IndexThreeCoordinates(space.formulation)
+
+    def diffrax_solver(self, mechanism, controller, adjoint):
+        if isinstance(controller, diffrax.AbstractAdaptiveStepSizeController):
+            raise ValueError(
+                "GeneralizedAlpha takes constant steps: pass "
+                "stepsize_controller=diffrax.ConstantStepSize() and dt0 (or diffrax.StepTo)"
+            )
+        return GeneralizedAlphaSolver(
+            StepEquations(mechanism, self.coefficients), self.max_iterations, self.tolerance
+        )
+
+
+def _split(y: Array, n: int) -> tuple[Array, Array, Array, Array]:
+    """(q, q̇, q̈, λ_I) from y = [q; q̇; q̈; λ_I]."""
+    return y[..., :n], y[..., n : 2 * n], y[..., 2 * n : 3 * n], y[..., 3 * n :]
+
+
+class _Field(AbstractStateFunction):
+    """y ↦ [q̇; q̈; 0; 0]: the derivative of the positions and velocities the state holds
+    (diffrax asks for it to choose a first step when `dt0` is None; the steps do not)."""
+
+    def evaluate(self, t, y, params, valid):
+        _, qd, qdd, lam = _split(y, self.structure.n)
+        field = jnp.concatenate([qd, qdd, jnp.zeros_like(qdd), jnp.zeros_like(lam)])
+        return jnp.where(valid, field, 0.0)
+
+
+class _Projector(AbstractStateFunction):
+    """The stabilisation's projection of (q, q̇) in y; q̈ and λ kept."""
+
+    stabilization: AbstractStabilization
+
+    def evaluate(self, t, y, params, valid):
+        n = self.structure.n
+        q, qd, _, _ = _split(y, n)
+        q, qd = self.stabilization.project(self.mechanism, t, q, qd, params)
+        holds = self.stabilization.holds(self.mechanism, t, q, params)
+        projected = jnp.concatenate([q, qd, y[2 * n :]])
+        return jnp.where(valid, projected, y), holds | ~valid
+
+
+class IndexThreeCoordinates(AbstractStateSpace):
+    """The state of generalized-α on the index-3 equations: y = [q; q̇; q̈; λ_I] (λ on the
+    structure's independent rows), started from the index-1 solution of `formulation`."""
+
+    formulation: AbstractFormulation
+
+    @property
+    def name(self) -> str:
+        return "generalized-alpha"
+
+    def initial_state(self, mechanism, t0, q0, qd0, params, consistency_tol):
+        """q̈_0 from the formulation, λ_I0 = (C_I C_Iᵀ)⁻¹ C_I (Q − M q̈_0) (eq 1)."""
+        structure = mechanism.structure
+        M, Q, C, gamma = equation_terms(
+            mechanism, self.formulation, NoStabilization(), t0, q0, qd0, params
+        )
+        qdd0 = self.formulation.accelerations(M, Q, C, gamma, structure)
+        lam0 = jnp.zeros((structure.rank,), q0.dtype)
+        if structure.rank:
+            C_i = independent_part(constraint_jacobian(mechanism, q0, t0, params), structure)
+            lam0 = jnp.linalg.solve(C_i @ C_i.T, C_i @ (Q - M @ qdd0))
+        return jnp.concatenate([q0, qd0, qdd0, lam0]), jnp.ones((), bool)
+
+    def vector_field(self, mechanism, stabilization):
+        return _Field(mechanism)
+
+    def wrap_solver(self, solver, mechanism, stabilization):
+        project = stabilization.end_of_step(_Projector(mechanism, stabilization))
+        return solver if project is None else ProjectedSolver(solver, project)
+
+    def physical_state(self, mechanism, t, y, params) -> tuple[Coordinates, Velocities]:
+        return _split(y, mechanism.structure.n)[:2]
+
+    def outputs(self, mechanism, stabilization, t, y, params):
+        """(q, q̇, q̈, λ) of the Newton solve; λ the minimum-norm multipliers of all rows."""
+        structure = mechanism.structure
+        q, qd, qdd, lam = _split(y, structure.n)
+        # Between steps the state is interpolated: the stabilisation projects it.
+        q, qd = stabilization.project(mechanism, t, q, qd, params)
+        if structure.n_constraints == 0:
+            return q, qd, qdd, jnp.zeros((0,), q.dtype)
+        C = constraint_jacobian(mechanism, q, t, params)
+        return q, qd, qdd, expand_multipliers(C, lam, structure)
