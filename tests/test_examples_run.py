@@ -1,9 +1,10 @@
 """The public examples run: every ```python block of README.md and of the documentation
 pages (docs/*.md) executes without error.
 
-A page's blocks run in order in one fresh namespace, in a subprocess of their own (float64
-on, XLA's settings inherited from tests/conftest.py, matplotlib without a display), whose
-working directory is a temporary folder, so files the examples write land there. A block
+A page's blocks run in order in one fresh namespace (float64 on, XLA's settings inherited
+from tests/conftest.py, matplotlib without a display), with a temporary folder of the
+page's own as working directory, so files the examples write land there; the pages run one
+after another in one subprocess. A block
 may use what an earlier block of its page defined. A block that is not meant to run alone
 (a sketch with placeholders, a call that needs several machines) is marked by an HTML
 comment on the last non-blank line before it, with its reason:
@@ -58,57 +59,71 @@ def blocks(page: pathlib.Path) -> list[dict]:
     return found
 
 
-#: Runs a page's blocks (a JSON file: page name and blocks) in one namespace. Each block is
-#: compiled with the page as its file name and its own line numbers, so a traceback names
-#: the page's line. Prints one line per block that finished.
+#: Runs every page's blocks, each page in a fresh namespace and its own working directory (a
+#: JSON file lists them), in one interpreter: importing JAX and jaxmbs once instead of once
+#: per page. Each block is compiled with the page as its file name and its own line numbers,
+#: so a traceback names the page's line. A page stops at its first failing block; the next
+#: page still runs. Writes, per page, the blocks that finished and the traceback, if any.
 DRIVER = """
-import json, sys, time
+import json, os, sys, traceback
 spec = json.load(open(sys.argv[1]))
-namespace = {"__name__": "__main__"}
-for block in spec["blocks"]:
-    start = time.perf_counter()
-    code = compile("\\n" * (block["line"] - 1) + block["source"], spec["page"], "exec")
-    exec(code, namespace)
-    seconds = time.perf_counter() - start
-    print(f"BLOCK DONE {spec['page']}:{block['line']} in {seconds:.1f} s", flush=True)
+report = {}
+for page in spec["pages"]:
+    os.chdir(page["folder"])
+    namespace = {"__name__": "__main__"}
+    done, error = [], None
+    try:
+        for block in page["blocks"]:
+            code = compile("\\n" * (block["line"] - 1) + block["source"], page["page"], "exec")
+            exec(code, namespace)
+            done.append(block["line"])
+    except BaseException:
+        error = traceback.format_exc()
+    report[page["page"]] = {"done": done, "error": error}
+json.dump(report, open(spec["report"], "w"))
 """
-
-
-def run_page(page: pathlib.Path, folder: pathlib.Path) -> subprocess.CompletedProcess:
-    runnable = [block for block in blocks(page) if block["not_run"] is None]
-    spec = folder / "blocks.json"
-    spec.write_text(json.dumps({"page": str(page.relative_to(ROOT)), "blocks": runnable}))
-    env = {
-        **os.environ,
-        "JAX_ENABLE_X64": "1",
-        "MPLBACKEND": "Agg",
-        "JAXMBS_CACHE_DIR": "none",
-    }
-    return subprocess.run(
-        [sys.executable, "-c", DRIVER, str(spec)],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
 
 
 RUNNABLE_PAGES = [page for page in PAGES if any(b["not_run"] is None for b in blocks(page))]
 
 
+@pytest.fixture(scope="module")
+def page_runs(tmp_path_factory) -> dict:
+    """Every runnable page's blocks run by `DRIVER` in one subprocess (float64 on, XLA's
+    settings inherited from tests/conftest.py, matplotlib without a display), each page in a
+    temporary folder of its own, so files the examples write land there: per page, the
+    blocks that finished and the traceback of the one that failed."""
+    root = tmp_path_factory.mktemp("examples")
+    pages = []
+    for page in RUNNABLE_PAGES:
+        folder = root / page.stem
+        folder.mkdir()
+        runnable = [block for block in blocks(page) if block["not_run"] is None]
+        pages.append(
+            {"page": str(page.relative_to(ROOT)), "folder": str(folder), "blocks": runnable}
+        )
+    spec, report = root / "pages.json", root / "report.json"
+    spec.write_text(json.dumps({"pages": pages, "report": str(report)}))
+    env = {**os.environ, "JAX_ENABLE_X64": "1", "MPLBACKEND": "Agg", "JAXMBS_CACHE_DIR": "none"}
+    run = subprocess.run(
+        [sys.executable, "-c", DRIVER, str(spec)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert run.returncode == 0 and report.exists(), f"{run.stdout}\n{run.stderr}"
+    return json.loads(report.read_text())
+
+
 @pytest.mark.parametrize("page", RUNNABLE_PAGES, ids=lambda page: page.name)
-def test_page_examples_run(page, tmp_path):
+def test_page_examples_run(page, page_runs):
     """Every unmarked ```python block of the page runs, in order, in one namespace."""
     expected = [block["line"] for block in blocks(page) if block["not_run"] is None]
-    run = run_page(page, tmp_path)
-    done = [
-        int(line.split()[2].rsplit(":", 1)[1])
-        for line in run.stdout.splitlines()
-        if line.startswith("BLOCK DONE ")
-    ]
-    assert run.returncode == 0, f"{page.name}: blocks done {done}\n{run.stdout}\n{run.stderr}"
-    assert done == expected
+    run = page_runs[str(page.relative_to(ROOT))]
+    assert run["error"] is None, f"{page.name}: blocks done {run['done']}\n{run['error']}"
+    assert run["done"] == expected
 
 
 def test_examples_are_found():
