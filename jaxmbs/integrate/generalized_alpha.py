@@ -58,6 +58,23 @@ update (2): q_{n+1} is fixed through q̈_{n+1} to ~ε h²β|q̈|, which exceeds 
 mode the step does not resolve (a spring-mass at ωh = 141: |Φ| 5e-13 in float64, 3e-4 in
 float32).
 
+**Step-size control.** With a_n ≈ q̈(t_n + (α_m − α_f) h) (Chung & Hulbert's
+acceleration-like variable), Taylor expansion of (2) gives the positions' local error
+
+    q_{n+1} − q(t_{n+1}) = −c h³ q⃛ + O(h⁴),    c = 1/6 − β − (α_m − α_f)/2,           (9)
+
+(c = −1/12 at ρ∞ = 1, the trapezoidal rule's), estimated with q⃛ ≈ (a_{n+1} − a_{n−1})/
+(h_n + h_{n−1}): the difference over two steps, because a_{n+1} − a_n alternates with the
+spurious root of (4) (near −ρ∞) and, taken over one step, made the estimate jump by 4–6
+from step to step and the controller reject a third of its steps. The velocities' error is
+not estimated (it is O(h³) as well, with q⁗). After a change of step the offset of a from
+q̈ scales with it:
+
+    a_n ← q̈_n + (h_n / h_{n−1}) (a_n − q̈_n).                                         (10)
+
+Measured on the four-bar (`tests/test_generalized_alpha.py`): steps ∝ tol^(−1/3), global
+errors ∝ tol^(2/3), 8 % of the steps rejected at rtol = atol = 1e-8 (19 % at 1e-6).
+
 **Derivatives.** The step is differentiated by the implicit function theorem at the
 converged x, not through the iterations: with θ everything the step reads (q_n, q̇_n, a_n,
 q̈_n, t_{n+1}, h, the parameters), dx = −S⁻¹ (∂r/∂θ) dθ, one more Jacobian and solve. It is
@@ -69,17 +86,20 @@ linear in dθ, so reverse mode transposes it: the library's default discrete adj
 (`jaxmbs.integrate.steppers.AbstractStepper`), which chooses the state space and the
 diffrax solver: the state is y = [q; q̇; q̈; λ_I] (`IndexThreeCoordinates`), so that the
 outputs' accelerations and multipliers are those of the Newton solve, and the diffrax
-solver's `step` is one step (2)–(8), with solver state a. Positions need no
+solver's `step` is one step (2)–(8), (10), with solver state (a_n, a_{n−1}, h_{n−1}) and
+the error estimate (9) of the positions. Positions need no
 stabilisation: `stabilization="none"` runs the method as it is, `"projection"` (the
 default of `simulate`) still projects q̇ onto the velocity constraints after each step,
 which the method satisfies only to O(h²). Baumgarte stabilisation acts on the index-1
 equations that generalized-α does not solve: it has no effect. A step whose Newton
 iteration does not converge (or meets a NaN) fails, and the run ends with
-`RESULTS.step_failed`, named in its message. The step is constant
-(`diffrax.ConstantStepSize()` with `dt0`, or `diffrax.StepTo`); outputs between steps are
-interpolated linearly.
+`RESULTS.step_failed`, named in its message; with an adaptive controller it is rejected
+and retried shorter instead. The step is constant (`diffrax.ConstantStepSize()` with
+`dt0`, or `diffrax.StepTo`) or controlled (the default `diffrax.PIDController` from
+`rtol`, `atol`); between steps q and q̇ are interpolated by cubic Hermite polynomials
+(slopes q̇ and q̈ at both ends), q̈ and λ linearly — Φ = 0 holds at the step ends only.
 
-**Not yet.** Step-size control by a local error estimate; the banded iteration matrix (the
+**Not yet.** The banded iteration matrix (the
 block-banded KKT algebra of `jaxmbs.formulations.banded` with K_t, C_t assembled by column
 colours), for O(N) cost on chains: today S is dense, O((n + r)³) per iteration.
 
@@ -148,6 +168,11 @@ class Coefficients(eqx.Module):
         q1 = q + h * qd + h**2 * ((0.5 - self.beta) * a + self.beta * a1)
         qd1 = qd + h * ((1.0 - self.gamma) * a + self.gamma * a1)
         return q1, qd1, a1
+
+    @property
+    def error_constant(self) -> Array:
+        """c in the positions' local error c h² (a_{n+1} − a_n) + O(h⁴) (eq 9)."""
+        return 1.0 / 6.0 - self.beta - 0.5 * (self.alpha_m - self.alpha_f)
 
     def scales(self, h) -> tuple[Array, Array]:
         """(β', γ') of eq (6)."""
@@ -244,44 +269,66 @@ def _newton_solve_jvp(primals, tangents, *, max_iterations, tolerance):
     return (x, ok), (-jnp.linalg.solve(S, dr), jnp.zeros_like(ok))
 
 
-class GeneralizedAlphaSolver(diffrax.AbstractSolver):
+class GeneralizedAlphaSolver(diffrax.AbstractAdaptiveSolver):
     """One generalized-α step (2)–(8) as a diffrax solver, on y = [q; q̇; q̈; λ_I]
-    (`IndexThreeCoordinates`) with solver state a. Built by `GeneralizedAlpha`."""
+    (`IndexThreeCoordinates`) with solver state a, and the local error estimate (9) of its
+    positions. Built by `GeneralizedAlpha`; `adaptive`: whether a step-size controller reads
+    the estimate (then a failed Newton iteration rejects the step instead of failing it)."""
 
     equations: StepEquations
     max_iterations: int = eqx.field(static=True)
     tolerance: float | None = eqx.field(static=True)
+    adaptive: bool = eqx.field(static=True)
 
     term_structure: ClassVar = diffrax.AbstractTerm
-    interpolation_cls: ClassVar = diffrax.LocalLinearInterpolation
+    interpolation_cls: ClassVar = diffrax.ThirdOrderHermitePolynomialInterpolation.from_k
 
     def order(self, terms) -> int:
         return 2
 
-    def init(self, terms, t0, t1, y0, args) -> Array:
-        """a_0 = q̈_0 (consistent accelerations)."""
+    def init(self, terms, t0, t1, y0, args) -> tuple[Array, Array, Array]:
+        """(a_0, a_{−1}, h_0) = (q̈_0, q̈_0, t1 − t0): consistent accelerations, the first
+        step."""
         n = self.equations.mechanism.structure.n
-        return y0[2 * n : 3 * n]
+        qdd = y0[2 * n : 3 * n]
+        return qdd, qdd, jnp.asarray(t1 - t0, y0.dtype)
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
         params, valid = args
         n = self.equations.mechanism.structure.n
-        q, qd, qdd, a = y0[:n], y0[n : 2 * n], y0[2 * n : 3 * n], solver_state
+        q, qd, qdd = y0[:n], y0[n : 2 * n], y0[2 * n : 3 * n]
         h = t1 - t0
+        # a_n ≈ q̈(t_n + (α_m − α_f) h): after a change of step, the offset scales with it
+        # (eq 10).
+        a, a_previous, h_previous = solver_state
+        a = qdd + (h / h_previous) * (a - qdd)
         theta = (t1, h, q, qd, a, qdd, params)
         with jax.named_scope("generalized_alpha_newton"):
             x, ok = newton_solve(
                 self.equations, theta, y0[2 * n :],
                 max_iterations=self.max_iterations, tolerance=self.tolerance,
             )  # fmt: skip
-        q1, qd1, a1 = self.equations.coefficients.update(x[:n], h, q, qd, a, qdd)
+        c = self.equations.coefficients
+        q1, qd1, a1 = c.update(x[:n], h, q, qd, a, qdd)
         y1 = jnp.where(valid, jnp.concatenate([q1, qd1, x]), y0)
         a1 = jnp.where(valid, a1, a)
+        jerk = (a1 - a_previous) / (h + h_previous)
+        error = jnp.zeros_like(y0).at[:n].set(c.error_constant * h**3 * jerk)
         failed = valid & (ok == 0)
-        result = diffrax.RESULTS.where(
-            failed, diffrax.RESULTS.nonlinear_max_steps_reached, diffrax.RESULTS.successful
-        )
-        return y1, None, dict(y0=y0, y1=y1), a1, result
+        if self.adaptive:  # rejected and retried shorter (down to the controller's floor)
+            error = jnp.where(failed, jnp.inf, error)
+            result = diffrax.RESULTS.successful
+        else:
+            result = diffrax.RESULTS.where(
+                failed, diffrax.RESULTS.nonlinear_max_steps_reached, diffrax.RESULTS.successful
+            )
+        # Dense output: cubic Hermite for q (slopes q̇) and q̇ (slopes q̈), linear for q̈, λ.
+        secant = y1[2 * n :] - y0[2 * n :]
+        k = jnp.stack([
+            jnp.concatenate([h * y0[n : 3 * n], secant]),
+            jnp.concatenate([h * y1[n : 3 * n], secant]),
+        ])  # fmt: skip
+        return y1, error, dict(y0=y0, y1=y1, k=k), (a1, a, jnp.asarray(h, y0.dtype)), result
 
     def func(self, terms, t0, y0, args):
         return terms.vf(t0, y0, args)
@@ -290,7 +337,8 @@ class GeneralizedAlphaSolver(diffrax.AbstractSolver):
 class GeneralizedAlpha(AbstractStepper):
     """The generalized-α method on the index-3 equations (module notes): pass it as
     `simulate(..., solver=jaxmbs.GeneralizedAlpha(rho_inf=0.8),
-    stepsize_controller=diffrax.ConstantStepSize(), dt0=h)`.
+    stepsize_controller=diffrax.ConstantStepSize(), dt0=h)`, or with `simulate`'s default
+    step-size controller (`rtol`, `atol`) for steps set by the positions' local error.
 
     **Arguments:**
 
@@ -328,14 +376,11 @@ class GeneralizedAlpha(AbstractStepper):
         return IndexThreeCoordinates(space.formulation)
 
     def diffrax_solver(self, mechanism, controller, adjoint):
-        if isinstance(controller, diffrax.AbstractAdaptiveStepSizeController):
-            raise ValueError(
-                "GeneralizedAlpha takes constant steps: pass "
-                "stepsize_controller=diffrax.ConstantStepSize() and dt0 (or diffrax.StepTo)"
-            )
+        adaptive = isinstance(controller, diffrax.AbstractAdaptiveStepSizeController)
         return GeneralizedAlphaSolver(
-            StepEquations(mechanism, self.coefficients), self.max_iterations, self.tolerance
-        )
+            StepEquations(mechanism, self.coefficients), self.max_iterations, self.tolerance,
+            adaptive,
+        )  # fmt: skip
 
 
 def _split(y: Array, n: int) -> tuple[Array, Array, Array, Array]:
@@ -396,6 +441,10 @@ class IndexThreeCoordinates(AbstractStateSpace):
     def wrap_solver(self, solver, mechanism, stabilization):
         project = stabilization.end_of_step(_Projector(mechanism, stabilization))
         return solver if project is None else ProjectedSolver(solver, project)
+
+    def error_norm(self, y: Array) -> Array:
+        """The largest scaled error: only the positions carry one (eq 9)."""
+        return jnp.max(jnp.abs(y))
 
     def physical_state(self, mechanism, t, y, params) -> tuple[Coordinates, Velocities]:
         return _split(y, mechanism.structure.n)[:2]

@@ -142,8 +142,9 @@ def simulate(
       chord root finder is replaced by Newton's method with the exact Jacobian
       (`jaxmbs.integrate.solvers.exact_newton`); a root finder you pass is kept. Or a
       jaxmbs stepper (`jaxmbs.integrate.steppers.AbstractStepper`):
-      `jaxmbs.GeneralizedAlpha(rho_inf=...)` integrates the index-3 equations with a
-      constant step (`stepsize_controller=diffrax.ConstantStepSize()`, `dt0`).
+      `jaxmbs.GeneralizedAlpha(rho_inf=...)` integrates the index-3 equations, with a
+      constant step (`stepsize_controller=diffrax.ConstantStepSize()`, `dt0`) or steps
+      set by its local error estimate.
     - `stepsize_controller`: a diffrax step-size controller (default
       `diffrax.PIDController(rtol=rtol, atol=atol)`; when given, `rtol` and `atol` are unused).
     - `params`: parameters replacing the mechanism's (convenient for `jax.grad`); a partial
