@@ -11,9 +11,14 @@ import sys
 #: code. The programs are the same HLO, so results differ at most by rounding; the
 #: rough-road test (`test_reverse_replay.py`) still sees the checkpointed adjoint's defect
 #: under them (7.9e-2 relative with diffrax's checkpointed adjoint, against 1.7e-3 with the
-#: default settings). The benchmarks
-#: and the library itself keep XLA's defaults.
-QUICK_XLA_FLAGS = "--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0"
+#: default settings). Code generation in one piece rather than split over threads
+#: (`parallel_codegen_split_count=1`): two workers already keep the two cores busy, and the
+#: split costs CPU time (three four-bar and McPherson programs: 10.6 → 9.6 CPU-s, lower in
+#: each of five paired runs). The benchmarks and the library itself keep XLA's defaults.
+QUICK_XLA_FLAGS = (
+    "--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0"
+    " --xla_cpu_parallel_codegen_split_count=1"
+)
 
 
 def _quick_xla_flags() -> str:
