@@ -381,12 +381,11 @@ def _linearization(
     rates of the non-cyclic positions (all of q̇ without cyclic coordinates), max |q̈_V| (all
     of q̈ without), the scale max |M⁻¹Q(t, q, 0)|, and the cyclic columns' coupling."""
     x = jnp.concatenate([q[np.asarray(P, dtype=int)], qd[np.asarray(V, dtype=int)]])
-    A = _state_matrix(mechanism, method, P, V, q, t, p, x)
+    A, qdd = _state_matrix(mechanism, method, P, V, q, t, p, x)
     is_cyclic = np.isin(np.asarray(P, dtype=int), cyclic)
     keep = np.concatenate([np.flatnonzero(~is_cyclic), len(P) + np.arange(len(V))])
     columns = np.flatnonzero(is_cyclic)
     reduced = A[np.ix_(keep, keep)]
-    qdd = accelerations(mechanism, q, qd, t, p, method=method)
     free = jnp.linalg.solve(
         inertia.mass_matrix(mechanism, q, p), mechanism.forces(t, q, jnp.zeros_like(q), p)
     )
@@ -406,9 +405,10 @@ def _linearization(
 
 def _state_matrix(
     mechanism: Mechanism, method, P: tuple[int, ...], V: tuple[int, ...], q, t, p, x
-) -> Array:
+) -> tuple[Array, Array]:
     """A = ∂ẋ/∂x at x = (q_P, v) (module docstring), P and V the independent positions and
-    velocities; q the state's configuration, whose dependent part starts the Newton solve."""
+    velocities, and q̈ there; q the state's configuration, whose dependent part starts the
+    Newton solve."""
     structure, n = mechanism.structure, mechanism.n
     P, V = np.asarray(P, dtype=int), np.asarray(V, dtype=int)
     holonomic = np.asarray(structure.independent_holonomic_rows, dtype=int)
@@ -441,9 +441,9 @@ def _state_matrix(
         q_ = positions(x[: P.size])
         qd_ = velocities(q_, x[P.size :])
         qdd = accelerations(mechanism, q_, qd_, t, p, method=method)
-        return jnp.concatenate([qd_[P], qdd[V]])
+        return jnp.concatenate([qd_[P], qdd[V]]), qdd
 
-    return jax.jacfwd(field)(x)
+    return jax.jacfwd(field, has_aux=True)(x)
 
 
 def _check_state(
