@@ -119,8 +119,8 @@ def test_frequency_gradient_against_the_closed_form_and_central_differences(disc
 def test_cyclic_coordinates_recognised_and_bad_names_refused(disc):
     """`cyclic="auto"` finds x, y and the spin ψ (nothing depends on them); the heading φ
     rotates the no-slip rows, so it stays in the reduced state, with one more zero
-    eigenvalue. Unknown names, and an unnamed choice under jit with Pfaffian rows, are
-    refused before anything compiles."""
+    eigenvalue. Unknown names, velocities the constraints cannot complete, and an unnamed
+    choice under jit with Pfaffian rows are refused before the state matrix compiles."""
     mech, upright, _ = disc
     spin = 2.0 * CRITICAL
     qd = np.array([spin * R, 0.0, 0.0, 0.0, 0.0, -spin])
@@ -132,5 +132,9 @@ def test_cyclic_coordinates_recognised_and_bad_names_refused(disc):
     np.testing.assert_allclose(lin.frequencies, [np.sqrt(0.8 * (3 * spin**2 - G / R))], rtol=1e-10)
     with pytest.raises(ValueError, match=r"cyclic names unknown coordinates \['heading'\]"):
         jaxmbs.linearize(mech, upright, qd, cyclic=("heading",))
+    with pytest.raises(ValueError, match="named velocities are not independent"):
+        # ẋ with θ̇ and ψ̇: the no-slip rows cannot give ẏ, φ̇ (a singular block of C)
+        velocities = ("disc.x", "disc.theta", "disc.psi")
+        jaxmbs.linearize(mech, upright, qd, cyclic=CYCLIC, velocities=velocities)
     with pytest.raises(ValueError, match="must be named: positions="):
         jax.jit(lambda q: jaxmbs.linearize(mech, q, qd, cyclic=CYCLIC).A)(jnp.asarray(upright))
