@@ -70,6 +70,28 @@ def body_rate_matrix(e) -> Array:
     return jnp.stack([jnp.stack(row, axis=-1) for row in rows], axis=-2)
 
 
+def parameter_rates(e, omega_body) -> Array:
+    """Euler-parameter rates ė = ½ G(e)ᵀ ω' of a body angular velocity ω', shape (..., 4):
+    the inverse of ω' = 2 G(e) ė (`body_rate_matrix`), since G Gᵀ = I; G e = 0 makes
+    eᵀ ė = 0, the derivative of eᵀe = 1 (Nikravesh 1988, eq 6.98)."""
+    return 0.5 * jnp.sum(body_rate_matrix(e) * omega_body[..., :, None], axis=-2)
+
+
+def zxz_rates(angles, omega_body) -> Array:
+    """ZXZ angle rates (φ̇, θ̇, ψ̇) of a body angular velocity ω', shape (..., 3).
+
+    For A = R_z(φ) R_x(θ) R_z(ψ) the body angular velocity is
+    ω' = (φ̇ sθ sψ + θ̇ cψ, φ̇ sθ cψ − θ̇ sψ, φ̇ cθ + ψ̇) (the vector of ω̃' = Aᵀ Ȧ), so
+    φ̇ = (ω'ₓ sψ + ω'ᵧ cψ)/sθ, θ̇ = ω'ₓ cψ − ω'ᵧ sψ, ψ̇ = ω'_z − φ̇ cθ: infinite at the
+    gimbal lock sin θ = 0, where the angles cannot follow every rotation.
+    """
+    c, s = cos_sin(angles)
+    wx, wy, wz = omega_body[..., 0], omega_body[..., 1], omega_body[..., 2]
+    phi_dot = (wx * s[..., 2] + wy * c[..., 2]) / s[..., 1]
+    theta_dot = wx * c[..., 2] - wy * s[..., 2]
+    return jnp.stack([phi_dot, theta_dot, wz - phi_dot * c[..., 1]], axis=-1)
+
+
 def _check_matrix(matrix, name: str) -> np.ndarray:
     A = np.asarray(matrix, dtype=float)
     if A.shape != (3, 3) or not np.allclose(A.T @ A, np.eye(3), atol=1e-10):

@@ -59,8 +59,10 @@ from .orientation import (
     euler_angles,
     euler_parameters,
     euler_parameters_to_zxz,
+    parameter_rates,
     parameter_rotation,
     rotation,
+    zxz_rates,
     zxz_to_euler_parameters,
 )
 
@@ -198,6 +200,13 @@ class Body:
         _check_orientation(self.orientation)
 
 
+def _frame(frame: str) -> str:
+    """`frame` checked: "global" or "body"."""
+    if frame not in ("global", "body"):
+        raise ValueError(f'frame must be "global" or "body", got {frame!r}')
+    return frame
+
+
 @dataclasses.dataclass(frozen=True)
 class Layout:
     """Where each body's coordinates lie in q (static): body k owns q[offsets[k] : offsets[k]
@@ -301,6 +310,46 @@ class Layout:
         """ω' of every body in its own frame, shape (..., N, 3): 2 G(e) ė, or from Aᵀ Ȧ."""
         functions = {EULER_PARAMETERS: parameter_angular_velocity, ZXZ: body_angular_velocity}
         return self._per_kind(functions, q, qd)
+
+    def velocities(self, q, qd, frame: str = "global") -> tuple[Array, Array]:
+        """Every body's centre velocity ṙ and angular velocity, shapes (..., N, 3) each:
+        ω = A ω' in the global frame (`frame="global"`) or ω' in the body's own
+        (`frame="body"`); the inverse of `rates`."""
+        omega = self.body_angular_velocities(q, qd)
+        if _frame(frame) == "global":
+            omega = jnp.sum(self.rotations(q) * omega[..., None, :], axis=-1)
+        return self.positions(qd), omega
+
+    def rates(self, q, velocities, angular_velocities, frame: str = "global") -> Array:
+        """The coordinates' rates q̇ (shape (n,)) that give every body the centre velocity
+        `velocities[k]` and the angular velocity `angular_velocities[k]` (shapes (N, 3), in
+        the global frame or, with `frame="body"`, in each body's own): ṙ as given, and the
+        orientation rates of ω' = Aᵀ ω, ė = ½ Gᵀ ω' (`parameter_rates`) or the ZXZ rates
+        (`zxz_rates`, infinite at sin θ = 0). The inverse of `velocities`.
+
+        Initial velocities in a user's terms: `q̇₀ = layout.rates(q0, v, ω)`, then
+        `jaxmbs.assemble` (or `project_velocities`) makes them consistent with the joints.
+        """
+        velocities, omega = jnp.asarray(velocities), jnp.asarray(angular_velocities)
+        shape = (len(self.names), 3)
+        if velocities.shape != shape or omega.shape != shape:
+            raise ValueError(
+                f"rates needs velocities and angular velocities of shape {shape}, got "
+                f"{velocities.shape} and {omega.shape}"
+            )
+        if _frame(frame) == "global":  # ω' = Aᵀ ω
+            omega = jnp.sum(self.rotations(q) * omega[..., :, None], axis=-2)
+        qd = jnp.zeros(self.n, jnp.result_type(q, velocities, omega, float))
+        functions = {EULER_PARAMETERS: parameter_rates, ZXZ: zxz_rates}
+        for kind, function in functions.items():
+            bodies = self.bodies_of(kind)
+            if bodies.size:
+                width = len(COORDINATES[kind]) - 3
+                angles = self._take(jnp.asarray(q), bodies, 3, width)
+                index = self.offsets[bodies][:, None] + np.arange(3 + width)
+                block = jnp.concatenate([velocities[bodies], function(angles, omega[bodies])], -1)
+                qd = qd.at[index].set(block)
+        return qd
 
     def _per_kind(self, functions: dict[str, Callable], *arrays) -> Array:
         """`functions[kind]` of the orientation coordinates (of each of `arrays`) of the
