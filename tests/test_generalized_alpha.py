@@ -252,6 +252,30 @@ def test_newton_failure_is_a_named_failed_step():
         jaxmbs.GeneralizedAlpha(rho_inf=1.5)
 
 
+def test_one_failed_sample_loses_no_other(four_bar, runs):
+    """Under `vmap`, a sample whose Newton iteration fails (the crank 400× faster, at most
+    3 iterations) stops with `step_failed` at the end of its last step, NaN past it; the
+    other sample runs to the end as it runs alone (the module's run with the default
+    iteration limit: the same iterates, to 1e-12)."""
+    mech, q0, qd0 = four_bar
+
+    def run(scale):
+        sol = jaxmbs.simulate(
+            mech, q0, scale * qd0, (0.0, T), saveat=OUT, stabilization="none", throw=False,
+            solver=jaxmbs.GeneralizedAlpha(rho_inf=0.8, max_iterations=3),
+            stepsize_controller=diffrax.ConstantStepSize(), dt0=2e-4,
+        )  # fmt: skip
+        failed = sol.result == jaxmbs.RESULTS.step_failed
+        return sol.q, failed, sol.result == jaxmbs.RESULTS.successful, sol.t_final
+
+    q, failed, successful, t_final = jax.jit(jax.vmap(run))(jnp.array([400.0, 1.0]))
+    assert bool(failed[0]) and bool(successful[1])
+    assert 0.0 < float(t_final[0]) < 0.01 and abs(float(t_final[1]) - T) < 1e-12
+    past = float(t_final[0]) < OUT
+    assert np.isnan(np.asarray(q[0][past])).all() and np.isfinite(np.asarray(q[0][~past])).all()
+    np.testing.assert_allclose(q[1], runs[(0.8, 2e-4)].q, rtol=0, atol=1e-12)
+
+
 def test_float32_runs(float32):
     """float32 (x64 off): the spring-mass runs, Φ holds to float32 round-off, and the motion
     follows the float64 recurrence to float32 accuracy. Its stiff spring is softened to
