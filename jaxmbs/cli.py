@@ -162,6 +162,13 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    _simulate_arguments(sub, models)
+    _analyze_arguments(sub, models)
+    return parser
+
+
+def _simulate_arguments(sub: argparse._SubParsersAction, models: str) -> None:
+    """The `simulate` command's arguments."""
     sim = sub.add_parser(
         "simulate",
         help="simulate a reference mechanism",
@@ -232,6 +239,10 @@ def _parser() -> argparse.ArgumentParser:
         help="write an animation of the mechanism: .gif, or .mp4 where ffmpeg is installed "
         "(needs matplotlib: jaxmbs[figures])",
     )
+
+
+def _analyze_arguments(sub: argparse._SubParsersAction, models: str) -> None:
+    """The `analyze` command's arguments."""
     ana = sub.add_parser(
         "analyze",
         help="ranks, redundancy and which constraint reactions are unique",
@@ -251,7 +262,6 @@ def _parser() -> argparse.ArgumentParser:
     ana.add_argument(
         "--matrices", action="store_true", help="also print the nonzero entries of every B_X"
     )
-    return parser
 
 
 def analyze_command(args: argparse.Namespace) -> int:

@@ -233,6 +233,27 @@ def _output_cotangents(steps: _Steps, diff, dense, start, end, saved_bar, tau_ba
     return jax.lax.fori_loop(first, last, body, (zero, tau_bar))
 
 
+def _terminal_cotangents(cotangent, it: Integration, grid: Array) -> tuple:
+    """From the solve's output cotangent: ȳ of the final state (the first `SubSaveAt`) and
+    of its time, and, with output times τ, the saved states' ȳ_j, zeros for τ̄ and the step
+    owning each output (the first step whose end is ≥ τ_j); None without output times."""
+    final_bar = jax.tree_util.tree_map(
+        lambda c: c[0], _zeros_for_none(cotangent.ys[0], jax.tree_util.tree_map(
+            lambda y: jnp.zeros((1, *jnp.shape(y)), jnp.result_type(y)), it.y0))
+    )  # fmt: skip
+    t_final_bar = jnp.zeros_like(it.t0) if cotangent.ts[0] is None else cotangent.ts[0][0]
+    if it.saveat is None:
+        return final_bar, t_final_bar, None, jnp.zeros((0,), grid.dtype), None
+    saved_bar = _zeros_for_none(
+        cotangent.ys[1],
+        jax.tree_util.tree_map(
+            lambda y: jnp.zeros((it.saveat.shape[0], *jnp.shape(y)), jnp.result_type(y)), it.y0
+        ),
+    )
+    owner = jnp.searchsorted(grid, it.saveat, side="left")
+    return final_bar, t_final_bar, saved_bar, jnp.zeros_like(it.saveat), owner
+
+
 @adjoint_solve.def_bwd
 def _adjoint_bwd(residuals, cotangent, perturbed, problem, run: Run, prepare: Prepare, segment):
     del run
@@ -243,27 +264,8 @@ def _adjoint_bwd(residuals, cotangent, perturbed, problem, run: Run, prepare: Pr
     max_steps = grid.shape[0]
     count = -(-max_steps // segment)
 
-    # Cotangents of the final state (the first SubSaveAt), its time, and the saved states.
     s0 = steps.start(diff)
-    final_bar = jax.tree_util.tree_map(
-        lambda c: c[0], _zeros_for_none(cotangent.ys[0], jax.tree_util.tree_map(
-            lambda y: jnp.zeros((1, *jnp.shape(y)), jnp.result_type(y)), it.y0))
-    )  # fmt: skip
-    t_final_bar = jnp.zeros_like(it.t0) if cotangent.ts[0] is None else cotangent.ts[0][0]
-    saved_bar = owner = None
-    tau_bar = jnp.zeros((0,), grid.dtype)
-    if it.saveat is not None:
-        saved_bar = _zeros_for_none(
-            cotangent.ys[1],
-            jax.tree_util.tree_map(
-                lambda y: jnp.zeros((it.saveat.shape[0], *jnp.shape(y)), jnp.result_type(y)),
-                it.y0,
-            ),
-        )
-        tau_bar = jnp.zeros_like(it.saveat)
-        # The output τ_j belongs to the first step whose end is ≥ τ_j.
-        owner = jnp.searchsorted(grid, it.saveat, side="left")
-
+    final_bar, t_final_bar, saved_bar, tau_bar, owner = _terminal_cotangents(cotangent, it, grid)
     s_bar = (final_bar, _zero_cotangent(s0[1]))
     segments = (n + segment - 1) // segment
 
