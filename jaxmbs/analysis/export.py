@@ -273,10 +273,11 @@ def to_xarray(
 
     **Returns:** a dataset with dimensions `time`, `coordinate`, `constraint` (one row of
     [Φ; ψ] each, labelled `group:k`, with its group in the coordinate `constraint_group`)
-    and, for vector reactions, `xy`. Variables: `q`, `qd`, `qdd`, `multipliers`,
+    and, for vector reactions, `xy` or `xyz`. Variables: `q`, `qd`, `qdd`, `multipliers`,
     `position_residual`, `velocity_residual`, `energy`, `energy_rate` and
     `energy_conserved` (where the energy is defined),
-    `generalized_reaction`, `reaction.<joint>.<component>` (planar joint builders),
+    `generalized_reaction`, `reaction.<joint>.<component>` (planar, spatial and rolling
+    joints; `jaxmbs.Reactions`),
     `element_force.<name>` (force elements), `result` (index into the attribute
     `result_names`), `t_final`, `event` and `stats.<name>`. Attributes: `method`,
     `jaxmbs_version` and the options.

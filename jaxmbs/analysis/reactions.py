@@ -9,6 +9,16 @@ Sign convention (Wojtyra–Frączek 2013, eqs 10, 15, 16): M q̈ + Cᵀλ = Q, a
 The force system a group exerts on the bodies is −f_X. Joint terms (`Reactions.joints`) are
 physical forces and moments; each planar joint's `reaction` method states its direction.
 
+Spatial joints (`jaxmbs.joints.spatial`): the generalized force −f_X on the coordinates q_k
+of body k is, by virtual power, the wrench [F_k; N_k] = T_kᵀ (−f_X)_k, the force at the
+centre of mass r_k and the moment about it, with q̇_k = T_k [ṙ_k; ω_k] the coordinates' rates
+of a rigid motion (`Layout.rates`; derivation and the Euler parameters' normalisation in
+`Layout.wrenches`). A joint reports the wrench body i exerts on body j: F = F_j and the
+moment about its point P_j, N = N_j − (P_j − r_j) × F (`_TwoBodyJoint.wrench`; body i
+receives −F, −N about P_j). It is unique where the group's reaction is (QR criterion,
+`solvability.unique_groups`, evaluated per state): the flag `determined`. A rolling joint
+reports the force at its contact point (`rolling.Contact.reaction`).
+
 Physical reactions for a user-given distribution matrix B (Blajer et al. 1994, §5):
 Bᵀf = M q̈ − Q (eq 32 with M q̈ = Q + Bᵀf), computed by scheme 35, 37 or 38.
 """
@@ -30,7 +40,9 @@ from ..integrate import NoStabilization
 from ..integrate.dynamics import equation_terms
 from ..kinematics.constraints import constraint_jacobian
 from ..kinematics.structure import resolve_structure
+from ..model.joints import rolling, spatial
 from ..model.joints.planar import joints_of
+from .solvability import unique_groups
 
 if TYPE_CHECKING:
     from ..model import Mechanism
@@ -50,7 +62,14 @@ class Reactions(eqx.Module):
       builders (`jaxmbs.joints.planar`): revolute `force` (on body_i, global) and
       `force_local` (body_i's frame); translational `normal_force` and `moment` (on
       body_j, about P_j); distance `tension`; driving `force`; knife edge `lateral_force`
-      and `force` (on the body at the contact point).
+      and `force` (on the body at the contact point). Spatial joints
+      (`jaxmbs.joints.spatial`): the wrench body_i exerts on body_j (with body_j the ground:
+      the load on the mount), `force` and `moment` about P_j in global axes,
+      `force_local` and `moment_local` in body_i's frame (ground: global), and
+      `determined` (whether the joint's reaction is unique: redundant joints share an
+      undetermined part, `jaxmbs.analyze`). Rolling joints (`jaxmbs.joints.rolling`):
+      `normal_force`, `friction`, `force` on the body at the `contact_point`, and
+      `determined`.
     """
 
     generalized: Array
@@ -68,7 +87,40 @@ def _reactions(mechanism: Mechanism, t, q, lam, params) -> Reactions:
         j.name: j.reaction(t, q, params, lam[jnp.asarray(mechanism.group_rows(j.name))])
         for j in joints_of(mechanism)
     }
+    joints.update(_spatial_reactions(mechanism, q, lam, params, C, groups))
     return Reactions(generalized=C.T @ lam, groups=groups, joints=joints)
+
+
+def _spatial_reactions(mechanism: Mechanism, q, lam, params, C, groups) -> dict:
+    """The spatial joints' wrenches and the rolling joints' contact forces (module
+    docstring), each with its `determined` flag."""
+    two_body, contacts = spatial.joints_of(mechanism), rolling.contacts_of(mechanism)
+    if not (two_body or contacts):
+        return {}
+    structure = mechanism.structure
+    if structure is not None and structure.redundancy == 0:  # every reaction is unique
+        unique = {name: jnp.ones((), bool) for name, _ in mechanism.constraint_groups}
+    else:
+        unique = unique_groups(C, mechanism.constraint_groups)
+    out = {}
+    if two_body:
+        layout = spatial.Layout.from_mechanism(mechanism)
+        frames = layout.frames(q)
+        system = -jnp.stack([groups[j.name] for j in two_body])  # −f_X on the bodies
+        forces, moments = jax.vmap(lambda f: layout.wrenches(q, f))(system)
+        for j, F, N in zip(two_body, forces, moments, strict=True):
+            out[j.name] = {**j.wrench(frames, params, F, N), "determined": unique[j.name]}
+    for c in contacts:
+        slip = f"{c.name}.no_slip"
+        lam_c, lam_s = (lam[jnp.asarray(mechanism.group_rows(g))] for g in (c.name, slip))
+        determined = unique[c.name] & unique[slip]
+        out[c.name] = {**c.reaction(q, params, lam_c, lam_s), "determined": determined}
+    return out
+
+
+#: One state, compiled: evaluated eagerly, the spatial joints' many small operations cost
+#: more than their compilation.
+_reactions_at = eqx.filter_jit(_reactions)
 
 
 @eqx.filter_jit
@@ -104,7 +156,7 @@ def constraint_reactions(
             f"({rows},) with the same leading axes; got {q.shape} and {lam.shape}"
         )
     if q.ndim == 1:
-        return _reactions(mechanism, t, q, lam, params)
+        return _reactions_at(mechanism, jnp.asarray(t, q.dtype), q, lam, params)
     if q.ndim != 2:
         raise ValueError(f"constraint_reactions: q must have shape (n,) or (T, n), got {q.shape}")
     ts = jnp.broadcast_to(jnp.asarray(t, q.dtype), q.shape[:1])

@@ -11,7 +11,9 @@ numerical tests of that condition, holonomic and Pfaffian rows alike:
   B_X = C_Xᵀ Q̃_X (n × p) vanishes exactly when f_X is unique.
 - rank criterion (direct sum): rank C_X + rank C_Y = rank C.
 
-The analysis runs in NumPy on concrete data, outside jit, like `jaxmbs.analyze_structure`.
+The analysis runs in NumPy on concrete data, outside jit, like `jaxmbs.analyze_structure`;
+`unique_groups` is the QR criterion in JAX, per state under jit (the `determined` flags of
+the spatial joints' reactions, `jaxmbs.Reactions`).
 """
 
 from __future__ import annotations
@@ -174,6 +176,33 @@ def solvability(
     return rank, out
 
 
+def _rank_rtol(dtype) -> float:
+    """`RANK_RTOL`, widened in float32, whose round-off of C is ~1e-7."""
+    return max(RANK_RTOL, 1000 * float(jnp.finfo(dtype).eps))
+
+
+def unique_groups(C, groups: tuple[tuple[str, tuple[int, ...]], ...]) -> dict[str, jax.Array]:
+    """The QR criterion (eq 27) in JAX at one configuration, for use under jit: group name →
+    whether B_X = C_Xᵀ Q̃_X vanishes, to the tolerance of `analyze`.
+
+    Q̃ spans the left null space of C: here the columns of U of C = U S Vᵀ (full SVD) whose
+    singular values are ≤ tol, and those beyond n. Whether B_X = 0 does not depend on the
+    basis (another orthonormal one multiplies B_X by an orthogonal factor); max |B_X|, which
+    is held against tol, may differ from `analyze`'s by a factor up to √p, so the two agree
+    except within that factor of the tolerance. A verdict: no derivative flows through it.
+    """
+    C = jax.lax.stop_gradient(C)
+    tol = _rank_rtol(C.dtype) * jnp.maximum(1.0, jnp.max(jnp.abs(C)))
+    U, s, _ = jnp.linalg.svd(C, full_matrices=True)
+    kept = jnp.zeros(C.shape[0], bool).at[: s.size].set(s > tol)
+    null = jnp.where(kept, 0.0, U)
+    out = {}
+    for name, rows in groups:
+        idx = np.asarray(rows, dtype=int)
+        out[name] = jnp.max(jnp.abs(C[idx].T @ null[idx])) <= tol
+    return out
+
+
 _jacobian = eqx.filter_jit(constraint_jacobian)
 
 
@@ -197,8 +226,7 @@ def analyze(mechanism: Mechanism, q, t: float = 0.0, params=None) -> Analysis:
     # Arrays, not Python floats: one compilation serves every configuration and time.
     q, t = jnp.asarray(q), jnp.asarray(t, dtype=jnp.result_type(float))
     C = _jacobian(mechanism, q, t, jax.tree_util.tree_map(jnp.asarray, params))
-    # In float32 the round-off of C is ~1e-7: widen the tolerance accordingly.
-    rtol = max(RANK_RTOL, 1000 * float(jnp.finfo(C.dtype).eps))
+    rtol = _rank_rtol(C.dtype)
     C = np.asarray(C, dtype=np.float64)
     m = mechanism.n_holonomic
     rank, groups = solvability(C, mechanism.constraint_groups, m, rtol)

@@ -51,6 +51,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..._internal.types import Array
+from ..mechanism import Mechanism
 from ._common import Spec, value
 from .spatial import Frames, Layout, dot, matvec, perpendicular_pair
 
@@ -243,6 +244,16 @@ class Contact:
     def __call__(self, t, q, p) -> Array:
         return jnp.atleast_1d(self.joint.clearance(self.layout.frames(q), p))
 
+    def reaction(self, q, p, lam_contact, lam_no_slip) -> dict[str, Array]:
+        """The joint's reaction from the multipliers of its two groups (`name` and
+        `name + ".no_slip"`): the force on the body at the contact point P
+        (`_Rolling.contact_force`: `normal_force`, `friction`, `force`) and P
+        (`contact_point`), global axes. A point contact: no moment about P."""
+        return {
+            **self.joint.contact_force(p, lam_contact, lam_no_slip),
+            "contact_point": self.joint.contact_point(self.layout, q, p),
+        }
+
 
 @dataclasses.dataclass(frozen=True)
 class NoSlip:
@@ -264,3 +275,9 @@ class NoSlip:
 
 
 RollingJoint = RollingSphere | RollingDisc | RollingTorus
+
+
+def contacts_of(mechanism: Mechanism) -> tuple[Contact, ...]:
+    """The holonomic parts of the rolling joints a mechanism was built from (one per joint;
+    its Pfaffian part is the group `name + ".no_slip"`)."""
+    return tuple(j for j in mechanism.joints if isinstance(j, Contact))

@@ -351,6 +351,28 @@ class Layout:
                 qd = qd.at[index].set(block)
         return qd
 
+    def wrenches(self, q, generalized_force) -> tuple[Array, Array]:
+        """The wrench on every body of a force system given by its generalized force f
+        (shape (n,)): forces F (N, 3) at the centres of mass and moments N_c (N, 3) about
+        them, global axes.
+
+        By virtual power. `rates` is linear in the centre velocities and the global angular
+        velocities, q̇_k = T_k [v_k; ω_k]; f's power on such a motion is
+        f_kᵀ T_k [v_k; ω_k] = Fᵀ v_k + N_cᵀ ω_k for all v_k, ω_k, so [F; N_c] = T_kᵀ f_k
+        (computed as the transpose of `rates`, a vjp). T_k = diag(I, ½ Eᵀ(e)) for Euler
+        parameters, since ė = ½ Gᵀ Aᵀ ω = ½ Eᵀ ω with E = [−ē, ẽ + e₀ I] (Nikravesh 1988,
+        eqs 6.95–6.98; A = E Gᵀ, GᵀG = I − e eᵀ and E e = 0), so N_c = ½ E f_e; and
+        diag(I, Z Aᵀ) for ZXZ angles, Z the map ω' → α̇ of `zxz_rates` (undefined at
+        sin θ = 0). With Euler parameters the motions q̇ = T [v; ω] are those that keep
+        eᵀe = 1 (eᵀė = ½ eᵀEᵀω = 0), and Tᵀ e = 0: the normalisation's reaction 2λe has no
+        wrench, and a joint's f (orthogonal to e, `parameter_rotation`) has the same power
+        f_kᵀ q̇_k = Fᵀṙ_k + N_cᵀω_k for every q̇_k, ω_k from `velocities`.
+        """
+        f = jnp.asarray(generalized_force)
+        zeros = jnp.zeros((len(self.names), 3), jnp.result_type(q, f, float))
+        _, transpose = jax.vjp(lambda v, w: self.rates(q, v, w), zeros, zeros)
+        return transpose(f.astype(zeros.dtype))
+
     def _per_kind(self, functions: dict[str, Callable], *arrays) -> Array:
         """`functions[kind]` of the orientation coordinates (of each of `arrays`) of the
         bodies of that kind, stacked in body order along the body axis."""
@@ -389,6 +411,34 @@ class _TwoBodyJoint:
 
     def residual(self, frames: Frames, p) -> Array:
         raise NotImplementedError
+
+    def wrench(self, frames: Frames, p, forces: Array, moments: Array) -> dict[str, Array]:
+        """The wrench body i exerts on body j through the joint, from the wrenches of the
+        joint's force system on every body (`Layout.wrenches` of −C_Xᵀλ_X: forces (N, 3) at
+        the centres, moments (N, 3) about them).
+
+        On body j (centre r_j), the force F = F_j and the moment about the joint point P_j,
+        N = N_cj − (P_j − r_j) × F. Body i receives −F and −N about P_j: the rows depend on
+        the relative pose of the bodies only (up to terms that vanish where Φ = 0), so a
+        motion of both bodies together has no power, and the wrenches balance on the
+        constraint manifold. So with body j the ground the wrench on it is −F_i and
+        −(N_ci − (P_j − r_i) × F_i): the load body i puts on its mount.
+
+        **Returns:** `force`, `moment` (global axes) and `force_local`, `moment_local` (the
+        same vectors in body i's frame, the frame of the joint's axis_i and normals; ground:
+        global axes).
+        """
+        point = self._p(frames, p, "j")
+        body, sign = (self.body_i, -1.0) if self.body_j is None else (self.body_j, 1.0)
+        force = sign * forces[body]
+        moment = sign * (moments[body] - jnp.cross(point - frames.positions[body], forces[body]))
+        to_local = jnp.eye(3) if self.body_i is None else frames.rotations[self.body_i].T
+        return {
+            "force": force,
+            "moment": moment,
+            "force_local": matvec(to_local, force),
+            "moment_local": matvec(to_local, moment),
+        }
 
     def _p(self, frames: Frames, p, side: str) -> Array:
         body, local = getattr(self, f"body_{side}"), getattr(self, f"point_{side}")
@@ -554,6 +604,12 @@ class PointOnLine(_PointLineJoint):
 
 
 Joint = Spherical | Revolute | Universal | Cylindrical | Translational | Distance | PointOnLine
+
+
+def joints_of(mechanism: Mechanism) -> tuple[Joint, ...]:
+    """The two-body joints a mechanism was built from (empty if not built by
+    `spatial_mechanism`), whose `wrench` gives their reactions."""
+    return tuple(j for j in mechanism.joints if isinstance(j, _TwoBodyJoint))
 
 
 def relative_angle(
