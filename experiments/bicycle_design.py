@@ -49,6 +49,7 @@ published linear model (derivatives by Richardson differences), which needs no c
 from __future__ import annotations
 
 import argparse
+import itertools
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -85,6 +86,7 @@ SCAN = np.linspace(0.0, 10.0, 201)
 COLORS = ("C0", "C3", "C2", "C1", "C4", "C5")
 
 Eigen = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+Mode = Callable[[np.ndarray, np.ndarray], tuple[float, np.ndarray]]
 
 
 def order(s: np.ndarray) -> np.ndarray:
@@ -198,7 +200,9 @@ def capsize(s: np.ndarray, ds: np.ndarray) -> tuple[float, np.ndarray]:
     return float(s[k].real), ds[k].real
 
 
-def crossing(eigen: Eigen, mode, p: np.ndarray, v: float, tol: float = 1e-12):
+def crossing(
+    eigen: Eigen, mode: Mode, p: np.ndarray, v: float, tol: float = 1e-12
+) -> tuple[float, np.ndarray]:
     """The speed v* where `mode`'s real part g crosses zero, by Newton from v, and
     dv*/dp = −(∂g/∂p)/(∂g/∂v) (implicit function theorem). A RuntimeError when an iterate
     leaves the speeds of `SCAN` (no crossing near v: the search then shortens its step)."""
@@ -213,7 +217,9 @@ def crossing(eigen: Eigen, mode, p: np.ndarray, v: float, tol: float = 1e-12):
     raise RuntimeError(f"Newton on the crossing speed did not converge (last step {step:.1e})")
 
 
-def speeds(eigen: Eigen, p: np.ndarray, guess: tuple[float, float]):
+def speeds(
+    eigen: Eigen, p: np.ndarray, guess: tuple[float, float]
+) -> tuple[np.ndarray, np.ndarray]:
     """(v_w, v_c) and their 2 × 3 Jacobian with respect to p."""
     (vw, dvw), (vc, dvc) = (
         crossing(eigen, weave, p, guess[0]),
@@ -254,17 +260,20 @@ def step(
         free &= ~pushed
 
 
-def search(eigen: Eigen, p0: np.ndarray, target: np.ndarray, v: np.ndarray):
+def search(
+    eigen: Eigen, p0: np.ndarray, target: np.ndarray, v: np.ndarray
+) -> tuple[np.ndarray, bool]:
     """Levenberg-Marquardt in u = p / p₀ (module docstring) from the benchmark towards the
     design whose (v_w, v_c) is `target`: a step that decreases |r| is taken and μ divided by
     3, else μ is multiplied by 4. Prints the steps taken; returns the design reached and
     whether it meets the target (|r| < `TOL`) — if not, the steps stalled (|r| falling by
-    less than `STALL` in a step) at a local minimum of |r| in the bounds."""
+    less than `STALL` in a step: a local minimum of |r| in the bounds) or `MAX_STEPS` ran
+    out."""
     u, bounds, damping = np.ones(3), BOUNDS / p0[:, None], DAMPING
     v, jacobian = speeds(eigen, p0, tuple(v))
     decrease = np.inf
     print(f"search for (v_w, v_c) = ({target[0]}, {target[1]}) m/s")
-    for iteration in range(MAX_STEPS):
+    for iteration in itertools.count():
         residual = v - target
         c, lam, mH = u * p0
         print(
@@ -274,8 +283,8 @@ def search(eigen: Eigen, p0: np.ndarray, target: np.ndarray, v: np.ndarray):
         )
         if np.linalg.norm(residual) < TOL:
             return u * p0, True
-        if not decrease > STALL:
-            print(f"  stalled: |r| fell by {max(decrease, 0.0):.1e} m/s; target out of reach")
+        if not decrease > STALL or iteration == MAX_STEPS:
+            print(f"  stopped: |r| fell by {max(decrease, 0.0):.1e} m/s in the last step")
             return u * p0, False
         while damping < 1e8:
             du = step(jacobian * p0, residual, u, bounds, damping)
@@ -289,7 +298,6 @@ def search(eigen: Eigen, p0: np.ndarray, target: np.ndarray, v: np.ndarray):
                 u, v, jacobian, damping = trial, v_trial, j_trial, damping / 3
                 break
             damping *= 4
-    raise RuntimeError(f"the search did not converge in {MAX_STEPS} steps")
 
 
 def scan(eigen: Eigen, p: np.ndarray) -> np.ndarray:
@@ -375,7 +383,7 @@ def main() -> None:
     for window in windows:
         start = time.perf_counter()
         p, reached = search(eigen, p0, np.array(window), v0)
-        label = "reached" if reached else "nearest"
+        label = "reached" if reached else "not reached"
         designs[f"({window[0]:g}, {window[1]:g}) m/s, {label}"] = p
         print(f"search: {time.perf_counter() - start:.1f} s")
 
