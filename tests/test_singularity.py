@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 import jaxmbs
-from jaxmbs.formulations import banded
-from jaxmbs.integrate.events import GRAM_SCREEN, gram_rank_test, screened_by_gram
-from jaxmbs.kinematics import compressed_constraint_jacobian
-from jaxmbs.kinematics.structure import structure_band_plan
+from jaxmbs._internal.linalg import MAX_BLOCK
+from jaxmbs.kinematics import banded, stored_constraint_jacobian
+from jaxmbs.kinematics.algebra import GRAM_SCREEN
+from jaxmbs.kinematics.compressed import DenseJacobian
 from jaxmbs.models import chain, fourbar
 
 
@@ -18,8 +18,18 @@ def qr_pivots(C: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return np.abs(np.diag(np.linalg.qr(np.asarray(C)[rows].T, mode="r")))
 
 
+def band_plan(structure):
+    return structure.algebra.plan(structure.independent_rows)
+
+
+def screened_by_gram(structure) -> bool:
+    """Whether the banded algebra's rank test screens by Gram pivots (module notes of
+    `jaxmbs.kinematics.algebra`)."""
+    return structure.rank > MAX_BLOCK and structure.redundancy == 0
+
+
 def elimination_rows(structure):
-    order = banded.elimination_order(structure_band_plan(structure))
+    order = banded.elimination_order(band_plan(structure))
     return order[order < structure.n_constraints]
 
 
@@ -33,7 +43,7 @@ def chain_states():
 
 def test_elimination_order_is_a_permutation_of_the_rows(chain_states):
     mech, _ = chain_states
-    plan = structure_band_plan(mech.structure)
+    plan = band_plan(mech.structure)
     assert plan.rows.shape[0] > 2  # several levels of cyclic reduction
     rows = elimination_rows(mech.structure)
     assert sorted(rows.tolist()) == list(mech.structure.independent_rows)
@@ -48,15 +58,15 @@ def test_gram_pivots_are_the_qr_pivots_in_elimination_order(case, chain_states):
     else:
         mech = fourbar.fourbar()  # one dense block
         q = fourbar.initial_state(mech)[0]
-    plan = structure_band_plan(mech.structure)
+    plan = band_plan(mech.structure)
     order = banded.elimination_order(plan)
     real = order < mech.structure.n_constraints
 
     @jax.jit
     def pivots(q):
-        C = compressed_constraint_jacobian(mech, q, 0.0, mech.params)
+        C = stored_constraint_jacobian(mech, q, 0.0, mech.params)
         dense = jaxmbs.constraint_jacobian(mech, q, 0.0, mech.params)
-        return banded.gram_pivots(plan, C), banded.gram_pivots(plan, dense), dense
+        return banded.gram_pivots(plan, C), banded.gram_pivots(plan, DenseJacobian(dense)), dense
 
     p, p_dense, C = pivots(q)
     d = qr_pivots(C, order[real])
@@ -77,9 +87,9 @@ def test_screened_rank_test_is_the_qr_test(chain_states):
     ratio = [np.min(d_) / max(np.max(d_), 1.0) for d_ in d]
     assert min(ratio) > 10 * GRAM_SCREEN  # so that rtol = 1e-8 takes the screened branch
     for rtol in (1e-8, 0.9 * ratio[0], 1.1 * ratio[0], 0.5):
-        test = jax.jit(gram_rank_test(mech.structure, rtol))
+        test = jax.jit(mech.structure.algebra.rank_test(mech.structure, rtol))
         for q, d_ in zip(states, d, strict=True):
-            lost = bool(test(compressed_constraint_jacobian(mech, q, 0.0, mech.params)))
+            lost = bool(test(stored_constraint_jacobian(mech, q, 0.0, mech.params)))
             assert lost == bool(np.min(d_) < rtol * max(np.max(d_), 1.0)), (rtol, ratio)
 
 

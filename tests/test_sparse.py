@@ -18,7 +18,6 @@ from jaxmbs._internal import linalg
 from jaxmbs._internal.linalg import MAX_BLOCK
 from jaxmbs.kinematics import CompressedJacobian, inertia, velocity_residual
 from jaxmbs.kinematics.sparsity import greedy_colouring
-from jaxmbs.kinematics.structure import structure_band_plan
 from jaxmbs.model.joints import planar
 from jaxmbs.models import chain, fourbar, mcpherson, mobile_robot
 
@@ -77,7 +76,7 @@ def test_chain_needs_few_products_and_a_block_diagonal_mass():
     sparsity = mech.structure.sparsity
     assert sparsity.n_colours <= 6  # planar revolute chain: independent of N
     assert all(len(row) == 1 for row in sparsity.mass)  # M is diagonal
-    plan = structure_band_plan(mech.structure)
+    plan = mech.structure.algebra.plan(mech.structure.independent_rows)
     assert plan.rows.shape[0] > 1  # the block-tridiagonal path
 
 
@@ -90,7 +89,7 @@ def test_spatial_mass_matrix_from_three_products():
     mech = mcpherson.mcpherson_simplified()
     sparsity = mech.structure.sparsity
     assert sparsity.n_mass_colours == 3
-    plan = structure_band_plan(mech.structure)
+    plan = mech.structure.algebra.plan(mech.structure.independent_rows)
     assert plan.mass_blocks.shape == (10, 3)
     assert np.array_equal(np.sort(plan.mass_blocks.reshape(-1)), np.arange(mech.n))
     q0 = jnp.asarray(mcpherson.initial_state(mech, 0.05)[0])

@@ -1,8 +1,8 @@
 """Formulations: q̈ (and λ) from (M, Q, C, Γ) — one abstract base (`base`), one file per
-family (`kkt`, `nullspace`, `partitioning`, `wang_huston` with the sparse kernels of `banded`),
+family (`kkt`, `nullspace`, `partitioning`, `wang_huston`; the sparse kernels of `banded` are
+the structure's algebra, `jaxmbs.kinematics.algebra`),
 the registry behind `simulate(method=...)`; the closing-condition equations (`closing`)."""
 
-from . import banded as banded
 from . import nullspace as nullspace
 from .base import AbstractFactorizedFormulation as AbstractFactorizedFormulation
 from .base import AbstractFormulation as AbstractFormulation

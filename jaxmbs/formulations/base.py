@@ -12,7 +12,8 @@ and must return the same q̈ wherever it is valid. The methods (`METHODS`, by na
   ([`NullSpaceFormulation`][]);
 - `partitioning`: coordinate partitioning (eqs 3.37–3.39, [`CoordinatePartitioning`][]);
 - `wang-huston`: the weighted pseudoinverse (eqs 3.40–3.42, [`WangHuston`][]);
-- `banded`: the same equations with sparse, block-banded algebra ([`BandedWangHuston`][]).
+- `banded`: the same equations on the independent rows through the structure's algebra,
+  sparse and block-banded where the sparsity is known ([`BandedWangHuston`][]).
 
 Redundant constraints: q̈ and the generalized reactions Cᵀλ are unique, λ is not; every
 method returns the minimum-norm λ. Each method handles redundancy its own way (the static
@@ -45,7 +46,7 @@ from .._internal.types import (
     MassMatrix,
     Params,
 )
-from ..kinematics.compressed import CompressedJacobian
+from ..kinematics.compressed import StoredJacobian
 from ..kinematics.constraints import constraint_jacobian
 from ..kinematics.structure import Structure, independent_part
 
@@ -88,9 +89,9 @@ class AbstractFormulation(eqx.Module):
 
     def constraint_jacobian(
         self, mechanism: Mechanism, t, q: Array, params: Params
-    ) -> ConstraintJacobian | CompressedJacobian:
+    ) -> ConstraintJacobian | StoredJacobian:
         """C at (t, q) in the form `accelerations` reads: dense by default; a formulation
-        that reads C's entries from its column probes returns a `CompressedJacobian`."""
+        that works through the structure's algebra returns its `StoredJacobian`."""
         return constraint_jacobian(mechanism, q, t, params)
 
     def lapack_free(self, structure: Structure) -> bool:

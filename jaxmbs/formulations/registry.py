@@ -34,8 +34,9 @@ AUTO = "auto"
 def choose_formulation(structure: Structure | None) -> AbstractFormulation:
     """`method="auto"`: the formulation for a mechanism's static structure.
 
-    `banded` (the range-space form on the independent rows, the structure's sparsity
-    exploited) wherever the structure was analysed with its sparsity (the default of
+    The structure's algebra's `preferred_method`: `banded` (the range-space form on the
+    independent rows, the structure's sparsity exploited) wherever the structure was analysed
+    with its sparsity (the default of
     `Mechanism(reference_q=…)` and `with_structure`): measured on 2 CPU cores against `qr` at
     the same tolerance, 1.7× faster on the four-bar, 8× on a chain of 50 links, and it calls
     no LAPACK routine on small blocks, so batches vectorise on CPU and GPU alike; it handles
@@ -43,9 +44,9 @@ def choose_formulation(structure: Structure | None) -> AbstractFormulation:
     otherwise: no sparsity known (a structure analysed without it), or no constraint rows at
     all (a free body: nothing for a range-space form to solve).
     """
-    if structure is not None and structure.sparsity is not None and structure.rank > 0:
-        return FORMULATIONS["banded"]
-    return FORMULATIONS["qr"]
+    if structure is None or structure.rank == 0:
+        return FORMULATIONS["qr"]
+    return FORMULATIONS[structure.algebra.preferred_method]
 
 
 def get_formulation(

@@ -8,10 +8,7 @@ from typing import ClassVar
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
-from ..kinematics.compressed import CompressedJacobian
-from ..kinematics.constraints import compressed_constraint_jacobian
-from ..kinematics.structure import structure_band_plan
-from . import banded
+from ..kinematics.constraints import stored_constraint_jacobian
 from .base import AbstractFactorizedFormulation, AbstractFormulation, expand_multipliers
 
 
@@ -58,7 +55,7 @@ class WangHuston(AbstractFactorizedFormulation):
 
 class BandedWangHuston(AbstractFormulation):
     """Wang–Huston range-space form (Pękal–Frączek 2016, eqs 3.40–3.41) on the independent
-    rows, with the structure's sparsity exploited (`jaxmbs.formulations.banded`):
+    rows, with the structure's sparsity exploited (`jaxmbs.kinematics.banded`):
 
         M = L Lᵀ (block-diagonal),  G = C_I L⁻ᵀ,  (G Gᵀ) λ_I = G L⁻¹Q − Γ_I,
         q̈ = L⁻ᵀ (L⁻¹Q − Gᵀ λ_I).
@@ -68,25 +65,25 @@ class BandedWangHuston(AbstractFormulation):
     derivative is implicit, like `AbstractFactorizedFormulation`'s: differentiating
     M q̈ + C_Iᵀλ_I = Q, C_I q̈ = Γ_I gives the same system for (q̈', λ_I') with right-hand
     sides (dQ − dM q̈ − dC_Iᵀλ_I, dΓ_I − dC_I q̈), one more solve with the same factors.
-    Needs a positive definite, block-diagonal M (a dense M is one block) and a structure
-    analysed with its sparsity (the default).
+    Needs a positive definite M. Through the structure's algebra
+    (`jaxmbs.kinematics.algebra`): banded with the sparsity known (the default), dense
+    Cholesky factorisations otherwise.
     """
 
     name: ClassVar[str] = "banded"
 
     def constraint_jacobian(self, mechanism, t, q, params):
-        return compressed_constraint_jacobian(mechanism, q, t, params)
+        return stored_constraint_jacobian(mechanism, q, t, params)
 
     def lapack_free(self, structure):
         # Redundant rows: their minimum-norm multipliers need a dense solve.
-        return (
-            structure.sparsity is not None
-            and structure.redundancy == 0
-            and structure_band_plan(structure).unrolled
+        return structure.redundancy == 0 and structure.algebra.lapack_free(
+            structure.independent_rows
         )
 
     def _solve(self, M, Q, C, gamma, structure):
-        return banded.range_space_solve(structure_band_plan(structure), M, Q, C, gamma)
+        solver = structure.algebra.range_space_solver(M, C, structure.independent_rows)
+        return solver(Q, gamma)
 
     def accelerations(self, M, Q, C, gamma, structure):
         return self._solve(M, Q, C, gamma, structure)[0]
@@ -95,6 +92,5 @@ class BandedWangHuston(AbstractFormulation):
         qdd, lam = self._solve(M, Q, C, gamma, structure)
         if structure.redundancy == 0:
             return qdd, lam
-        if isinstance(C, CompressedJacobian):
-            C = C.dense()
-        return qdd, expand_multipliers(C, lam[jnp.asarray(structure.independent_rows)], structure)
+        lam_i = lam[jnp.asarray(structure.independent_rows)]
+        return qdd, expand_multipliers(C.dense(), lam_i, structure)

@@ -104,7 +104,7 @@ and retried shorter instead. The step is constant (`diffrax.ConstantStepSize()` 
 (slopes q̇ and q̈ at both ends), q̈ and λ linearly — Φ = 0 holds at the step ends only.
 
 **Not yet.** The banded iteration matrix (the
-block-banded KKT algebra of `jaxmbs.formulations.banded` with K_t, C_t assembled by column
+block-banded KKT algebra of `jaxmbs.kinematics.banded` with K_t, C_t assembled by column
 colours), for O(N) cost on chains: today S is dense, O((n + r)³) per iteration.
 
 References: J. Chung, G. M. Hulbert, *A time integration algorithm for structural dynamics

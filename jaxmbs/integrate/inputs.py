@@ -10,13 +10,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._internal import linalg
 from .._internal.checks import is_concrete
 from .._internal.types import Array, Params
-from ..formulations import banded
 from ..kinematics import inertia
+from ..kinematics.algebra import algebra_of
 from ..kinematics.constraints import position_residual, velocity_residual
-from ..kinematics.structure import structure_band_plan
 
 if TYPE_CHECKING:
     from ..model import Mechanism
@@ -45,14 +43,11 @@ def check_inputs(mechanism: Mechanism, q0, qd0, t_span, saveat):
 
 def mass_matrix_checks(mechanism: Mechanism, q, params) -> tuple[Array, Array]:
     """(symmetric, positive definite) for M(q): |M − Mᵀ| ≤ 1e-10 max |M|, and a Cholesky
-    factor with a finite, positive diagonal (block by block where the structure is banded)."""
+    factor with a finite, positive diagonal (`AbstractAlgebra.mass_pivots`: block by block
+    where the structure is banded)."""
     M = inertia.mass_matrix(mechanism, q, params)
-    structure = mechanism.structure
-    if structure is not None and structure.sparsity is not None:  # block by block, no LAPACK
-        chol = banded.mass_factor(structure_band_plan(structure), M)
-    else:
-        chol = linalg.cholesky(M)
-    definite = jnp.all(jnp.isfinite(chol)) & jnp.all(jnp.diagonal(chol, axis1=-2, axis2=-1) > 0)
+    pivots = algebra_of(mechanism).mass_pivots(M)
+    definite = jnp.all(jnp.isfinite(pivots)) & jnp.all(pivots > 0)
     scale = jnp.max(jnp.abs(M), initial=1.0)
     symmetric = jnp.max(jnp.abs(M - M.T), initial=0.0) <= 1e-10 * scale
     return symmetric, definite

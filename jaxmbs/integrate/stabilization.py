@@ -28,18 +28,14 @@ from typing import TYPE_CHECKING, ClassVar
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 
 from .._internal.types import Array, Coordinates, Params, Velocities
-from ..formulations import banded
 from ..kinematics import inertia
 from ..kinematics.constraints import (
-    compressed_constraint_jacobian,
-    constraint_jacobian,
     position_residual,
+    stored_constraint_jacobian,
     velocity_residual,
 )
-from ..kinematics.sparsity import band_plan
 from ..kinematics.structure import Structure
 
 if TYPE_CHECKING:
@@ -55,32 +51,22 @@ def _corrector(
     of `project_state`, the velocity projection). `residual` holds the first rows of
     [Φ ; ψ] (Φ: the holonomic ones).
 
-    With the structure's sparsity known this is the range-space solve of the `banded`
-    formulation with Q = 0 and Γ = −residual (`jaxmbs.formulations.banded`: block Cholesky
-    factors of M, small unrolled factorisations, no library calls for small mechanisms, an implicit
-    derivative); else dense Cholesky factorisations.
+    This is the range-space solve of the `banded` formulation with Q = 0 and Γ = −residual,
+    through the structure's algebra (`AbstractAlgebra.range_space_solver`: with the sparsity
+    known, block Cholesky factors of M, small unrolled factorisations, no library calls for
+    small mechanisms, an implicit derivative; else dense Cholesky factorisations).
     """
-    structure = mechanism.structure
+    algebra = mechanism.structure.algebra
     M = inertia.mass_matrix(mechanism, q, params)
-    if structure.sparsity is not None:
-        J = compressed_constraint_jacobian(mechanism, q, t, params)
-        solver = banded.range_space_solver(band_plan(structure.sparsity, rows), M, J)
-
-        def correct(residual):
-            padded = jnp.zeros(J.shape[0], residual.dtype).at[: residual.shape[0]].set(residual)
-            # Q = 0, written as a linear function of the residual: reverse mode transposes
-            # the solve only where its whole right-hand side is linear in the input.
-            no_force = jnp.broadcast_to(0.0 * padded[:1], q.shape)
-            return solver(no_force, -padded)[0]
-
-        return correct
-    J = constraint_jacobian(mechanism, q, t, params)
-    index = jnp.asarray(rows)
-    X = jsl.cho_solve(jsl.cho_factor(M, lower=True), J[index].T)  # M⁻¹J_Rᵀ
-    schur = jsl.cho_factor(J[index] @ X, lower=True)
+    J = stored_constraint_jacobian(mechanism, q, t, params)
+    solver = algebra.range_space_solver(M, J, rows)
 
     def correct(residual):
-        return -X @ jsl.cho_solve(schur, residual[index])
+        padded = jnp.zeros(J.shape[0], residual.dtype).at[: residual.shape[0]].set(residual)
+        # Q = 0, written as a linear function of the residual: reverse mode transposes
+        # the solve only where its whole right-hand side is linear in the input.
+        no_force = jnp.broadcast_to(0.0 * padded[:1], q.shape)
+        return solver(no_force, -padded)[0]
 
     return correct
 
@@ -248,10 +234,7 @@ class Projection(AbstractStabilization):
         return drift <= jnp.sqrt(eps) * jnp.maximum(1.0, jnp.max(jnp.abs(q)))
 
     def lapack_free(self, structure):
-        return (
-            structure.sparsity is not None
-            and band_plan(structure.sparsity, structure.independent_holonomic_rows).unrolled
-        )
+        return structure.algebra.lapack_free(structure.independent_holonomic_rows)
 
 
 STABILIZATIONS: dict[str, type[AbstractStabilization]] = {

@@ -5,7 +5,7 @@ initial conditions, and the projective criterion for independent coordinates."""
 from .assembly import assemble as assemble
 from .compressed import CompressedJacobian as CompressedJacobian
 from .constraints import acceleration_rhs as acceleration_rhs
-from .constraints import compressed_constraint_jacobian as compressed_constraint_jacobian
+from .constraints import stored_constraint_jacobian as stored_constraint_jacobian
 from .constraints import constraint_jacobian as constraint_jacobian
 from .constraints import position_residual as position_residual
 from .constraints import velocity_residual as velocity_residual

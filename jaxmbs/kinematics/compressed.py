@@ -16,6 +16,8 @@ decides; under `vmap` the gather is batched too).
 
 from __future__ import annotations
 
+import abc
+
 import equinox as eqx
 import numpy as np
 
@@ -24,7 +26,51 @@ from .._internal.types import Array
 from .sparsity import Sparsity
 
 
-class CompressedJacobian(eqx.Module):
+class StoredJacobian(eqx.Module):
+    """C in the form an algebra reads it (`jaxmbs.kinematics.algebra`): entries at static
+    indices (`take`) and the dense matrix (`dense`), whichever way C is stored."""
+
+    @property
+    @abc.abstractmethod
+    def shape(self) -> tuple[int, int]:
+        """(rows, n)."""
+
+    @property
+    @abc.abstractmethod
+    def dtype(self):
+        """The entries' dtype."""
+
+    @abc.abstractmethod
+    def take(self, rows: np.ndarray, columns: np.ndarray) -> Array:
+        """C[rows, columns] for static index arrays (broadcast together); indices out of range
+        (padding) read zero."""
+
+    @abc.abstractmethod
+    def dense(self) -> Array:
+        """C as a dense (rows, n) array."""
+
+
+class DenseJacobian(StoredJacobian):
+    """C stored as the dense matrix itself."""
+
+    matrix: Array
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.matrix.shape
+
+    @property
+    def dtype(self):
+        return self.matrix.dtype
+
+    def take(self, rows: np.ndarray, columns: np.ndarray) -> Array:
+        return linalg.take(self.matrix, rows, columns)
+
+    def dense(self) -> Array:
+        return self.matrix
+
+
+class CompressedJacobian(StoredJacobian):
     """C as its probes, shape (colours, rows), and the static sparsity pattern."""
 
     probes: Array
@@ -39,8 +85,7 @@ class CompressedJacobian(eqx.Module):
         return self.probes.dtype
 
     def take(self, rows: np.ndarray, columns: np.ndarray) -> Array:
-        """C[rows, columns] for static index arrays (broadcast together); indices out of range
-        (padding) and entries outside the pattern read zero."""
+        """Entries outside the pattern read zero."""
         rows, columns = np.broadcast_arrays(np.asarray(rows), np.asarray(columns))
         k, n = self.shape
         valid = (rows >= 0) & (rows < k) & (columns >= 0) & (columns < n)
@@ -50,13 +95,6 @@ class CompressedJacobian(eqx.Module):
         return linalg.take(self.probes, colour, r)
 
     def dense(self) -> Array:
-        """C as a dense (rows, n) array (`Sparsity.spread`: no gather, so that reverse mode
-        transposes it without a scatter)."""
+        """`Sparsity.spread`: no gather, so that reverse mode transposes it without a
+        scatter."""
         return self.sparsity.spread(self.probes)
-
-
-def take(C: Array | CompressedJacobian, rows: np.ndarray, columns: np.ndarray) -> Array:
-    """C[rows, columns] (static indices, zero out of range) of a dense or compressed C."""
-    if isinstance(C, CompressedJacobian):
-        return C.take(rows, columns)
-    return linalg.take(C, rows, columns)

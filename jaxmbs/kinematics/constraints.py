@@ -30,11 +30,11 @@ from .._internal.types import (
     Params,
     Velocities,
 )
-from .compressed import CompressedJacobian
+from .algebra import algebra_of
+from .compressed import StoredJacobian
 
 if TYPE_CHECKING:
     from ..model import Mechanism
-    from .sparsity import Sparsity
 
 
 def _params(mechanism: Mechanism, q, params: Params | None) -> Params:
@@ -80,35 +80,26 @@ def velocity_residual(
 def constraint_jacobian(
     mechanism: Mechanism, q: Coordinates, t=0.0, params: Params | None = None
 ) -> ConstraintJacobian:
-    """C = ∂c/∂q̇, shape (m + h, n): Φ_q stacked over the Pfaffian matrix A.
+    """C = ∂c/∂q̇, shape (m + h, n): Φ_q stacked over the Pfaffian matrix A, dense.
 
-    With the structure's sparsity pattern known, one Jacobian-vector product per column
-    colour (`jaxmbs.Sparsity.compressed_jacobian`) instead of n.
+    By the mechanism's algebra (`jaxmbs.kinematics.algebra`): with the structure's sparsity
+    pattern known, one Jacobian-vector product per column colour instead of n.
     """
     params = _params(mechanism, q, params)
-    qd0 = jnp.zeros_like(q)
-    sparsity = None if mechanism.structure is None else mechanism.structure.sparsity
-    if sparsity is None:
-        return jax.jacfwd(lambda qd: velocity_residual(mechanism, q, qd, t, params))(qd0)
-    return sparsity.compressed_jacobian(
-        lambda qd: velocity_residual(mechanism, q, qd, t, params), qd0
-    )
-
-
-def compressed_constraint_jacobian(
-    mechanism: Mechanism, q: Coordinates, t, params: Params, sparsity: Sparsity | None = None
-) -> CompressedJacobian | ConstraintJacobian:
-    """C as its probes along the column colours of a sparsity pattern (default: the
-    mechanism's structure's; `jaxmbs.kinematics.compressed`): the entries without the dense matrix.
-    Dense where that is assembled in one fused kernel (small Jacobians,
-    `Sparsity.assembled_by_product`)."""
-    sparsity = mechanism.structure.sparsity if sparsity is None else sparsity
-    if not sparsity.assembled_by_product:
-        return constraint_jacobian(mechanism, q, t, params)
-    probes = sparsity.probes(
+    return algebra_of(mechanism).jacobian(
         lambda qd: velocity_residual(mechanism, q, qd, t, params), jnp.zeros_like(q)
     )
-    return CompressedJacobian(probes, sparsity)
+
+
+def stored_constraint_jacobian(
+    mechanism: Mechanism, q: Coordinates, t, params: Params
+) -> StoredJacobian:
+    """C in the form the mechanism's algebra reads it (`AbstractAlgebra.stored_jacobian`):
+    its probes along the column colours where that pays (`jaxmbs.kinematics.compressed`),
+    else the dense matrix."""
+    return algebra_of(mechanism).stored_jacobian(
+        lambda qd: velocity_residual(mechanism, q, qd, t, params), jnp.zeros_like(q)
+    )
 
 
 def velocity_residual_and_gamma(

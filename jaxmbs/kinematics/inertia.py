@@ -15,18 +15,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._internal.types import Array, Coordinates, Params
+from .algebra import algebra_of
 
 if TYPE_CHECKING:
     from ..model import Mechanism
 
 
 def mass_matrix(mechanism: Mechanism, q: Coordinates, params: Params) -> Array:
-    """M(q), shape (n, n): from `mechanism.mass_product` along the colour groups of M's
-    pattern when the mechanism has a product and a known structure, and the groups are fewer
-    than n; else `mechanism.mass_matrix`."""
-    product = mechanism.mass_product
-    sparsity = None if mechanism.structure is None else mechanism.structure.sparsity
-    if product is None or sparsity is None or sparsity.n_mass_colours >= mechanism.n:
-        return mechanism.mass_matrix(q, params)
-    probes = sparsity.mass_probes(lambda v: product(q, v, params), q.dtype)
-    return sparsity.spread_mass(probes)
+    """M(q), shape (n, n), by the mechanism's algebra (`AbstractAlgebra.mass_matrix`): from
+    `mechanism.mass_product` along the colour groups of M's pattern when the mechanism has a
+    product, a known sparsity, and fewer groups than n; else `mechanism.mass_matrix`."""
+    return algebra_of(mechanism).mass_matrix(mechanism, q, params)

@@ -22,8 +22,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .algebra import DENSE, AbstractAlgebra, BandedAlgebra
 from .constraints import constraint_jacobian, position_residual, velocity_residual
-from .sparsity import SAMPLES, BandPlan, Sparsity, band_plan, greedy_colouring, pattern_rows
+from .sparsity import SAMPLES, Sparsity, greedy_colouring, pattern_rows
 
 if TYPE_CHECKING:
     from ..model import Mechanism
@@ -84,6 +85,12 @@ class Structure:
         """Rows left out of the independent set (the redundant ones)."""
         chosen = set(self.independent_rows)
         return tuple(i for i in range(self.n_constraints) if i not in chosen)
+
+    @property
+    def algebra(self) -> AbstractAlgebra:
+        """How M and C are stored and solved (`jaxmbs.kinematics.algebra`): banded on the
+        sparsity pattern where it is known, else dense. The one place that choice is made."""
+        return DENSE if self.sparsity is None else BandedAlgebra(self.sparsity)
 
     @property
     def independent_coordinates(self) -> tuple[int, ...]:
@@ -230,16 +237,6 @@ def detect_sparsity(mechanism: Mechanism, q, t: float = 0.0, params=None) -> Spa
         colours=tuple(int(c) for c in greedy_colouring(C_pattern)),
         mass_colours=tuple(int(c) for c in greedy_colouring(M_pattern)),
     )
-
-
-def structure_band_plan(structure: Structure) -> BandPlan:
-    """Band plan of the independent rows of a structure (needs its `sparsity`)."""
-    if structure.sparsity is None:
-        raise ValueError(
-            "the banded formulation needs the structure's sparsity pattern; analyse the "
-            "structure with jaxmbs.analyze_structure (detect_sparsity=True, the default)"
-        )
-    return band_plan(structure.sparsity, structure.independent_rows)
 
 
 def resolve_structure(mechanism: Mechanism, q=None, t=0.0) -> Structure:

@@ -31,9 +31,8 @@ import numpy as np
 
 from .._internal import linalg
 from .._internal.types import Array
-from ..kinematics import compressed
-from ..kinematics.compressed import CompressedJacobian
-from ..kinematics.sparsity import BandPlan
+from .compressed import StoredJacobian
+from .sparsity import BandPlan
 
 
 class RangeSpaceFactor(NamedTuple):
@@ -94,19 +93,19 @@ def mass_factor(plan: BandPlan, M: Array) -> Array:
     return linalg.cholesky(_mass_blocks(plan, M))
 
 
-def factor(plan: BandPlan, M: Array, C: Array | CompressedJacobian) -> RangeSpaceFactor:
+def factor(plan: BandPlan, M: Array, C: StoredJacobian) -> RangeSpaceFactor:
     """Factorise M (block by block) and A = G Gᵀ on the plan's rows of C (dense, or its
     entries read from the probes of a `CompressedJacobian`)."""
     return _factor_rows(plan, mass_factor(plan, M), C)
 
 
-def _factor_rows(plan: BandPlan, L_m: Array, C: Array | CompressedJacobian) -> RangeSpaceFactor:
+def _factor_rows(plan: BandPlan, L_m: Array, C: StoredJacobian) -> RangeSpaceFactor:
     """`factor` with the factors L_m of M's diagonal blocks given."""
     nb, w = plan.rows.shape
     operand = _factor_operand(L_m)
     if nb == 1:
         rows = plan.rows[0]
-        C_b = compressed.take(C, rows[:, None, None], plan.mass_blocks[None])  # (r, nMb, b)
+        C_b = C.take(rows[:, None, None], plan.mass_blocks[None])  # (r, nMb, b)
         G = _times_mass_factor_inverse(operand, C_b).reshape(rows.shape[0], -1)
         shift = jnp.asarray(plan.padded[0], L_m.dtype)  # padding: r = 0
         return RangeSpaceFactor(L_m, G, linalg.spd_factor(G, shift))
@@ -114,7 +113,7 @@ def _factor_rows(plan: BandPlan, L_m: Array, C: Array | CompressedJacobian) -> R
     L_w = jnp.concatenate([operand, jnp.eye(L_m.shape[-1], dtype=L_m.dtype)[None]])[plan.windows]
 
     def window(rows):  # (nb, w) rows on each block's window of columns -> (nb, w, Wb·b)
-        C_w = compressed.take(C, rows[:, :, None, None], plan.columns[:, None])
+        C_w = C.take(rows[:, :, None, None], plan.columns[:, None])
         return _times_mass_factor_inverse(L_w[:, None], C_w).reshape(nb, w, -1)
 
     G, G_next = window(plan.rows), window(plan.next_rows)
@@ -134,7 +133,7 @@ def elimination_order(plan: BandPlan) -> np.ndarray:
     return plan.rows[np.asarray(order)].reshape(-1)
 
 
-def gram_pivots(plan: BandPlan, C: Array | CompressedJacobian) -> Array:
+def gram_pivots(plan: BandPlan, C: StoredJacobian) -> Array:
     """Pivots L_kk of the Cholesky factorisation of C_R C_Rᵀ, rows in `elimination_order`
     (padding rows: 1). In exact arithmetic L_kk = |R_kk| of the QR factorisation of C_Rᵀ with
     its columns in that order (C_R C_Rᵀ = Rᵀ R): the distance of each row from the span of
@@ -144,7 +143,7 @@ def gram_pivots(plan: BandPlan, C: Array | CompressedJacobian) -> Array:
     nMb, b = plan.mass_blocks.shape
     identity = jnp.broadcast_to(jnp.eye(b, dtype=C.dtype), (nMb, b, b))
     schur = _factor_rows(plan, identity, C).schur
-    if isinstance(schur, linalg.BlockTridiagonalFactor):
+    if plan.rows.shape[0] > 1:  # block cyclic reduction
         factors = [L_o for L_o, _, _ in schur.levels] + [schur.last[None]]
         return jnp.concatenate([jnp.diagonal(L, axis1=-2, axis2=-1).reshape(-1) for L in factors])
     return jnp.diagonal(schur.lower)
@@ -176,7 +175,7 @@ def solve(plan: BandPlan, f: RangeSpaceFactor, Q: Array, gamma: Array) -> tuple[
 
 
 def range_space_solver(
-    plan: BandPlan, M: Array, C: Array | CompressedJacobian
+    plan: BandPlan, M: Array, C: StoredJacobian
 ) -> Callable[[Array, Array], tuple[Array, Array]]:
     """(Q, Γ) ↦ (q̈, λ) of M q̈ + C_Rᵀλ_R = Q, C_R q̈ = Γ_R, with M and C factorised once
     (`factor`) for any number of right-hand sides (λ is zero on the rows outside the plan).
@@ -201,7 +200,7 @@ def range_space_solver(
     def matvec(x):
         # Formed here, not outside: only derivatives evaluate the operator, and a value
         # closed over would be computed in every solve.
-        C_R = linalg.take(C.dense() if isinstance(C, CompressedJacobian) else C, rows)
+        C_R = linalg.take(C.dense(), rows)
         qdd, lam_R = split(x)
         return jnp.concatenate([mass_matvec(plan, M, qdd) + C_R.T @ lam_R, C_R @ qdd])
 
@@ -222,7 +221,7 @@ def range_space_solver(
 
 
 def range_space_solve(
-    plan: BandPlan, M: Array, Q: Array, C: Array | CompressedJacobian, gamma: Array
+    plan: BandPlan, M: Array, Q: Array, C: StoredJacobian, gamma: Array
 ) -> tuple[Array, Array]:
     """q̈ and λ of M q̈ + C_Rᵀλ_R = Q, C_R q̈ = Γ_R (see `range_space_solver`)."""
     return range_space_solver(plan, M, C)(Q, gamma)

@@ -1,0 +1,256 @@
+"""Dense or banded: how M and C are stored, factorised and solved, chosen once per structure.
+
+Every stage that evaluates M or C, factorises M, solves the range-space system on a set of
+independent rows R (Pękal–Frączek 2016, eq 2.5 on C_R; the Wang–Huston form, eqs 3.40–3.41)
+
+    M q̈ + C_Rᵀλ_R = Q,    C_R q̈ = Γ_R,
+
+or tests the rank of C along the motion does it through the methods of the mechanism's
+algebra (`Structure.algebra`; `algebra_of` also covers a mechanism whose structure is not
+known). There are two:
+
+- [`DenseAlgebra`][]: no sparsity pattern known. C by n Jacobian-vector products, M from the
+  model, dense Cholesky factorisations (LAPACK), the rank by the QR of C_Iᵀ.
+- [`BandedAlgebra`][]: the structure analysed with its sparsity (the default of
+  `Mechanism(reference_q=…)`). C and M by their column colours (one product per colour), C
+  stored as its probes where reading its entries from them pays
+  (`jaxmbs.kinematics.compressed`), M factorised by its diagonal blocks and A = C_R M⁻¹C_Rᵀ as
+  one block or block-tridiagonal (`jaxmbs.kinematics.banded`): O(n) for chains, no LAPACK
+  call on small blocks, so that vmapped batches vectorise on CPU.
+
+The rank test (`rank_test`) is the QR test of `jaxmbs.integrate.events`: C_I has lost rank
+where min_k |R_kk| < rtol · max(max_k |R_kk|, 1) for C_Iᵀ = QR, and, with redundant rows, where
+a dependent row leaves the span of C_I. A banded algebra with many independent rows
+(r > `MAX_BLOCK`) and no redundancy screens it first by the pivots of the Cholesky
+factorisation of C_I C_Iᵀ (`banded.gram_pivots`: equal to the |R_kk| with the rows in the
+factorisation's elimination order, at O(n) cost); the screen clears only configurations far
+from singular (all pivots above `GRAM_SCREEN`, or 10·rtol, times the scale), since squaring C
+limits the pivots' accuracy to about ε‖C‖²/|R_kk|; anywhere else the QR decides.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING, ClassVar
+
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+import numpy as np
+
+from .._internal import linalg
+from .._internal.linalg import MAX_BLOCK
+from .._internal.types import Array, Coordinates, Params
+from . import banded
+from .compressed import CompressedJacobian, DenseJacobian, StoredJacobian
+from .sparsity import BandPlan, Sparsity, band_plan
+
+if TYPE_CHECKING:
+    from ..model import Mechanism
+    from .structure import Structure
+
+#: Gram pivots above this fraction of their scale clear a configuration without the QR (their
+#: error, about ε‖C‖²/pivot, is then below 1e-11 of the scale for a hundred rows).
+GRAM_SCREEN = 1e-4
+
+#: (Q, Γ) ↦ (q̈, λ) of the range-space system, λ zero on the rows outside R.
+RangeSpaceSolver = Callable[[Array, Array], tuple[Array, Array]]
+
+
+def _scale(d: Array) -> Array:
+    """The scale that pivots d = |R_kk| are measured against: the largest, at least 1."""
+    return jnp.maximum(jnp.max(d), 1.0)
+
+
+def _qr_rank_lost(d: Array, rtol: float) -> Array:
+    """The rank test on the pivots d = |R_kk| of the QR of C_Iᵀ."""
+    return jnp.min(d) < rtol * _scale(d)
+
+
+def relative_pivot(C_i: Array) -> Array:
+    """min_k |R_kk| / max(max_k |R_kk|, 1) of the QR of C_Iᵀ: how close the rows C_I are to
+    losing rank."""
+    d = linalg.orthonormal_rows(C_i)[1]
+    return jnp.min(d) / _scale(d)
+
+
+def qr_rank_test(structure: Structure, rtol: float) -> Callable[[StoredJacobian], Array]:
+    """C ↦ whether C has lost rank, by the QR of its independent rows (in order) and, with
+    redundancy, the distance of the dependent rows from their span."""
+    rows = np.asarray(structure.independent_rows)
+    dependent = np.asarray(structure.dependent_rows, dtype=int)
+
+    def rank_lost(C: StoredJacobian) -> Array:
+        # Q1 spans the independent rows, d = |R_kk| of C_Iᵀ = Q1ᵀR (one LAPACK QR for a
+        # single run; Gram–Schmidt for a small C_I under vmap, so that vmapped batches call
+        # no batched library kernel).
+        C = C.dense()
+        Q1, d = linalg.orthonormal_rows(C[rows], passes=2 if structure.redundancy else 1)
+        singular = _qr_rank_lost(d, rtol)
+        if structure.redundancy:
+            C_dep = C[dependent]
+            leak = C_dep - (C_dep @ Q1.T) @ Q1
+            singular = singular | (jnp.max(jnp.abs(leak)) > jnp.sqrt(rtol) * _scale(d))
+        return singular
+
+    return rank_lost
+
+
+class AbstractAlgebra(abc.ABC):
+    """How M and C are evaluated, stored and solved for one structure."""
+
+    #: The formulation `method="auto"` chooses for a structure with constraint rows.
+    preferred_method: ClassVar[str]
+
+    @abc.abstractmethod
+    def jacobian(self, residual: Callable[[Array], Array], qd: Array) -> Array:
+        """The dense Jacobian C = ∂c/∂q̇ of the velocity residual `residual` (linear in q̇)."""
+
+    @abc.abstractmethod
+    def stored_jacobian(self, residual: Callable[[Array], Array], qd: Array) -> StoredJacobian:
+        """C in the form this algebra reads its entries in."""
+
+    @abc.abstractmethod
+    def mass_matrix(self, mechanism: Mechanism, q: Coordinates, params: Params) -> Array:
+        """M(q), shape (n, n)."""
+
+    @abc.abstractmethod
+    def mass_pivots(self, M: Array) -> Array:
+        """The diagonal of the Cholesky factor of M (not finite, or not positive, where M is
+        not positive definite)."""
+
+    @abc.abstractmethod
+    def range_space_solver(
+        self, M: Array, C: StoredJacobian, rows: tuple[int, ...]
+    ) -> RangeSpaceSolver:
+        """(Q, Γ) ↦ (q̈, λ) of M q̈ + C_Rᵀλ_R = Q, C_R q̈ = Γ_R on the independent rows
+        R = `rows`, with M and C factorised once for any number of right-hand sides (λ zero
+        on the rows outside R)."""
+
+    @abc.abstractmethod
+    def rank_test(self, structure: Structure, rtol: float) -> Callable[[StoredJacobian], Array]:
+        """C ↦ whether its independent rows have lost rank (module notes)."""
+
+    def lapack_free(self, rows: tuple[int, ...]) -> bool:
+        """Whether a vmapped range-space solve on `rows` calls no LAPACK routine (default:
+        it calls them)."""
+        return False
+
+
+@dataclasses.dataclass(frozen=True)
+class DenseAlgebra(AbstractAlgebra):
+    """Dense M and C, LAPACK factorisations (no sparsity pattern known)."""
+
+    preferred_method: ClassVar[str] = "qr"
+
+    def jacobian(self, residual, qd):
+        return jax.jacfwd(residual)(qd)
+
+    def stored_jacobian(self, residual, qd):
+        return DenseJacobian(self.jacobian(residual, qd))
+
+    def mass_matrix(self, mechanism, q, params):
+        return mechanism.mass_matrix(q, params)
+
+    def mass_pivots(self, M):
+        return jnp.diagonal(linalg.cholesky(M))
+
+    def range_space_solver(self, M, C, rows):
+        """Eliminating q̈: λ_R = (C_R M⁻¹C_Rᵀ)⁻¹(C_R M⁻¹Q − Γ_R), q̈ = M⁻¹(Q − C_Rᵀλ_R)
+        (eqs 3.40–3.41 on R), by two Cholesky factorisations, differentiated through."""
+        index = jnp.asarray(rows, dtype=int)
+        C_R = C.dense()[index]
+        mass = jsl.cho_factor(M, lower=True)
+        X = jsl.cho_solve(mass, C_R.T)  # M⁻¹C_Rᵀ
+        schur = jsl.cho_factor(C_R @ X, lower=True)
+
+        def solve(Q: Array, gamma: Array) -> tuple[Array, Array]:
+            a = jsl.cho_solve(mass, Q)
+            lam_R = jsl.cho_solve(schur, C_R @ a - gamma[index])
+            lam = jnp.zeros(C.shape[0], lam_R.dtype).at[index].set(lam_R)
+            return a - X @ lam_R, lam
+
+        return solve
+
+    def rank_test(self, structure, rtol):
+        return qr_rank_test(structure, rtol)
+
+
+@dataclasses.dataclass(frozen=True)
+class BandedAlgebra(AbstractAlgebra):
+    """M and C on the structure's sparsity pattern, block-banded factorisations
+    (`jaxmbs.kinematics.banded`)."""
+
+    sparsity: Sparsity
+    preferred_method: ClassVar[str] = "banded"
+
+    def plan(self, rows: tuple[int, ...]) -> BandPlan:
+        """The band plan of A = C_R M⁻¹C_Rᵀ for the rows R (cached)."""
+        return band_plan(self.sparsity, tuple(rows))
+
+    def jacobian(self, residual, qd):
+        return self.sparsity.compressed_jacobian(residual, qd)
+
+    def stored_jacobian(self, residual, qd):
+        # The probes where the dense C costs a library product (large Jacobians); else the
+        # dense C, assembled in one fused kernel and cheaper to read than a gather.
+        if not self.sparsity.assembled_by_product:
+            return DenseJacobian(self.jacobian(residual, qd))
+        return CompressedJacobian(self.sparsity.probes(residual, qd), self.sparsity)
+
+    def mass_matrix(self, mechanism, q, params):
+        """M from `mechanism.mass_product` along the colour groups of M's pattern when the
+        mechanism has a product and the groups are fewer than n (`jaxmbs.kinematics.inertia`:
+        M[i, j] = (M s_colour(j))[i] on the pattern)."""
+        product = mechanism.mass_product
+        if product is None or self.sparsity.n_mass_colours >= mechanism.n:
+            return mechanism.mass_matrix(q, params)
+        probes = self.sparsity.mass_probes(lambda v: product(q, v, params), q.dtype)
+        return self.sparsity.spread_mass(probes)
+
+    def mass_pivots(self, M):
+        """Block by block (`banded.mass_factor`: unrolled kernels, no LAPACK call under
+        `vmap`), padding left out."""
+        plan = self.plan(())
+        real = np.flatnonzero(plan.mass_blocks.reshape(-1) < M.shape[0])
+        L = banded.mass_factor(plan, M)
+        return jnp.diagonal(L, axis1=-2, axis2=-1).reshape(-1)[real]
+
+    def range_space_solver(self, M, C, rows):
+        """`banded.range_space_solver`: implicit derivative, the factorisation never
+        differentiated."""
+        return banded.range_space_solver(self.plan(rows), M, C)
+
+    def rank_test(self, structure, rtol):
+        if not (structure.rank > MAX_BLOCK and structure.redundancy == 0):
+            return qr_rank_test(structure, rtol)
+        plan = self.plan(structure.independent_rows)
+        order = banded.elimination_order(plan)
+        real = np.flatnonzero(order < structure.n_constraints)  # not padding
+        rows = order[real]
+        threshold = max(10.0 * rtol, GRAM_SCREEN)
+
+        def rank_lost(C: StoredJacobian) -> Array:
+            pivots = banded.gram_pivots(plan, C)[real]
+            clear = jnp.min(pivots) > threshold * _scale(pivots)
+
+            def qr_test() -> Array:
+                return _qr_rank_lost(linalg.orthonormal_rows(C.dense()[rows])[1], rtol)
+
+            return jax.lax.cond(clear, lambda: jnp.zeros((), bool), qr_test)
+
+        return rank_lost
+
+    def lapack_free(self, rows):
+        return self.plan(rows).unrolled
+
+
+#: The algebra of a mechanism whose structure is not known.
+DENSE = DenseAlgebra()
+
+
+def algebra_of(mechanism: Mechanism) -> AbstractAlgebra:
+    """The mechanism's algebra (`Structure.algebra`), dense where no structure is known."""
+    return DENSE if mechanism.structure is None else mechanism.structure.algebra
