@@ -31,8 +31,8 @@ from jaxmbs.models import chain, fourbar  # noqa: E402
 class QRThroughFactors(jaxmbs.NullSpaceFormulation):
     """`qr` differentiated through jnp.linalg.qr instead of implicitly (comparison only)."""
 
-    def accelerations(self, M, Q, C, gamma, structure):
-        return self.solve(self.factor(M, C, structure), Q, gamma, structure)
+    def accelerations(self, M, Q, C, gamma, mechanism):
+        return self.solve(self.factor(M, C, mechanism), Q, gamma, mechanism)
 
 
 def models(links: int):

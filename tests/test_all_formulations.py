@@ -140,7 +140,7 @@ def jacobians(mech, t, q, qd):
     dT = jax.vmap(lambda v: jax.jvp(terms, (x,), (unflatten(v),))[1])(jnp.eye(flat_x.size))
 
     def qdd(f):
-        return lambda T: f.accelerations(*T, mech.structure)
+        return lambda T: f.accelerations(*T, mech)
 
     out = {}
     for name in jaxmbs.METHODS:
@@ -206,13 +206,13 @@ def test_putd_gauss_factorises_a_square_matrix(case):
 
     lu_shapes = [
         eqn.invars[0].aval.shape
-        for eqn in jax.make_jaxpr(lambda C: putd.complement(C, structure))(C).eqns
+        for eqn in jax.make_jaxpr(lambda C: putd.complement(C, mech))(C).eqns
         if eqn.primitive is jax.lax.linalg.lu_p
     ]
     assert lu_shapes == [(mech.n, mech.n)]
 
     r = structure.rank
-    lu, _, perm = jax.lax.linalg.lu(jaxmbs.kinematics.structure.independent_part(C, structure).T)
+    lu, _, perm = jax.lax.linalg.lu(structure.independent_part(C).T)
     L11 = jnp.tril(lu[:r], -1) + jnp.eye(r)
     U = jnp.triu(lu[:r])
     coupling = jax.scipy.linalg.solve_triangular(
@@ -223,16 +223,14 @@ def test_putd_gauss_factorises_a_square_matrix(case):
         .at[perm]
         .set(jnp.concatenate([-coupling, jnp.eye(structure.dof)]))
     )
-    y = jax.scipy.linalg.solve_triangular(
-        U.T, jaxmbs.kinematics.structure.independent_part(gamma, structure), lower=True
-    )
+    y = jax.scipy.linalg.solve_triangular(U.T, structure.independent_part(gamma), lower=True)
     u = jax.scipy.linalg.solve_triangular(L11, y, trans="T", lower=True, unit_diagonal=True)
     particular_rect = jnp.zeros(mech.n).at[perm[:r]].set(u)
 
-    P, factors = putd.complement(C, structure)
+    P, factors = putd.complement(C, mech)
     assert float(jnp.max(jnp.abs(P - P_rect))) < 1e-13
     assert float(jnp.max(jnp.abs(C @ P))) < 1e-12
-    particular = putd.particular(factors, gamma, structure)
+    particular = putd.particular(factors, gamma, mech)
     assert float(jnp.max(jnp.abs(particular - particular_rect))) < 1e-12
 
 
@@ -395,7 +393,7 @@ def test_partitioning_stops_where_its_partition_degenerates(runs):
     sol = run(method, throw=False)
     assert bool(sol.result == jaxmbs.RESULTS.singular_configuration)
     C = jax.vmap(lambda q: jaxmbs.constraint_jacobian(mech, q, 0.0, mech.params))(ref.q)
-    indicator = jax.vmap(lambda c: method.pivot_condition(c, mech.structure)[0])(C)
+    indicator = jax.vmap(lambda c: method.pivot_condition(c, mech)[0])(C)
     crossing = int(jnp.argmax(jnp.sign(indicator) != jnp.sign(indicator[0])))
     assert crossing > 0  # the rocker does reach an extreme position
     done = np.asarray(jnp.isfinite(sol.q[:, 0]))

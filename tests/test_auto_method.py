@@ -23,20 +23,21 @@ from jaxmbs.models import chain, fourbar, mobile_robot, pendulum
     ids=["small-dense", "redundant", "pfaffian", "chain-50"],
 )
 def test_auto_chooses_banded_where_the_sparsity_is_known(build):
-    structure = build().structure
-    assert structure.sparsity is not None
-    assert choose_formulation(structure).name == "banded"
+    mech = build()
+    assert mech.structure.sparsity is not None
+    assert choose_formulation(mech).name == "banded"
 
 
 def test_auto_falls_back_to_qr_without_sparsity_or_constraints():
-    structure = dataclasses.replace(fourbar.fourbar().structure, sparsity=None)
-    assert choose_formulation(structure).name == "qr"
+    mech = fourbar.fourbar()
+    dense = mech.replace_structure(dataclasses.replace(mech.structure, sparsity=None))
+    assert choose_formulation(dense).name == "qr"
     free = jaxmbs.Mechanism(
         lambda q, p: jnp.eye(2), lambda t, q, qd, p: -q, reference_q=jnp.array([1.0, 0.0])
     )
-    assert choose_formulation(free.structure).name == "qr"
+    assert choose_formulation(free).name == "qr"
     with pytest.raises(ValueError, match="unknown method"):
-        jaxmbs.formulations.get_formulation("automatic", structure)
+        jaxmbs.formulations.get_formulation("automatic", mech)
 
 
 def test_default_simulate_reports_its_choice_and_agrees_with_qr():

@@ -177,7 +177,6 @@ def accelerations(struts, states):
     method)."""
     out = {}
     for name, mech in struts.items():
-        structure = mech.structure
 
         @jax.jit
         def terms(t, q, qd, mech=mech):
@@ -191,11 +190,11 @@ def accelerations(struts, states):
             return (mech.mass_matrix(q, p), mech.forces(t, q, qd, p), C, gamma), residuals
 
         @jax.jit
-        def all_methods(M, Q, C, gamma, structure=structure):
+        def all_methods(M, Q, C, gamma, mech=mech):
             result = {}
             for method in jaxmbs.METHODS:
                 formulation = jaxmbs.formulations.get_formulation(method)
-                qdd, lam = formulation.multipliers(M, Q, C, gamma, structure)
+                qdd, lam = formulation.multipliers(M, Q, C, gamma, mech)
                 result[method] = (qdd, C.T @ lam)
             return result
 
@@ -443,7 +442,7 @@ def test_every_method_on_the_euler_parameter_strut(euler_parameter_struts):
         result = {}
         for method in jaxmbs.METHODS:
             formulation = jaxmbs.formulations.get_formulation(method)
-            qdd, lam = formulation.multipliers(M, Q, C, gamma, mech.structure)
+            qdd, lam = formulation.multipliers(M, Q, C, gamma, mech)
             result[method] = (qdd, C.T @ lam)
         return result
 

@@ -87,7 +87,7 @@ def test_screened_rank_test_is_the_qr_test(chain_states):
     ratio = [np.min(d_) / max(np.max(d_), 1.0) for d_ in d]
     assert min(ratio) > 10 * GRAM_SCREEN  # so that rtol = 1e-8 takes the screened branch
     for rtol in (1e-8, 0.9 * ratio[0], 1.1 * ratio[0], 0.5):
-        test = jax.jit(mech.structure.algebra.rank_test(mech.structure, rtol))
+        test = jax.jit(mech.structure.algebra.rank_test(rtol))
         for q, d_ in zip(states, d, strict=True):
             lost = bool(test(stored_constraint_jacobian(mech, q, 0.0, mech.params)))
             assert lost == bool(np.min(d_) < rtol * max(np.max(d_), 1.0)), (rtol, ratio)

@@ -24,7 +24,7 @@ import numpy as np
 from .._internal.types import Array
 from ..formulations import AbstractFormulation, get_formulation
 from ..kinematics.constraints import constraint_jacobian
-from ..kinematics.structure import RANK_RTOL, Structure
+from ..kinematics.structure import RANK_RTOL
 
 if TYPE_CHECKING:
     from ..model import Mechanism
@@ -53,7 +53,8 @@ class RowElimination(AbstractFormulation):
         self.keep = jnp.asarray(np.sort(keep_np))
         self.base = get_formulation(base)
 
-    def _reduced(self, C, gamma, structure: Structure):
+    def _reduced(self, C, gamma, mechanism: Mechanism):
+        structure = mechanism.structure
         r = structure.rank
         if self.keep.shape != (r,):
             raise ValueError(
@@ -68,13 +69,13 @@ class RowElimination(AbstractFormulation):
             independent_rows=tuple(range(r)),
             independent_holonomic_rows=tuple(range(r)),
         )
-        return C[self.keep], gamma[self.keep], reduced
+        return C[self.keep], gamma[self.keep], mechanism.replace_structure(reduced)
 
-    def accelerations(self, M, Q, C, gamma, structure):
-        return self.base.accelerations(M, Q, *self._reduced(C, gamma, structure))
+    def accelerations(self, M, Q, C, gamma, mechanism):
+        return self.base.accelerations(M, Q, *self._reduced(C, gamma, mechanism))
 
-    def multipliers(self, M, Q, C, gamma, structure):
-        qdd, lam_kept = self.base.multipliers(M, Q, *self._reduced(C, gamma, structure))
+    def multipliers(self, M, Q, C, gamma, mechanism):
+        qdd, lam_kept = self.base.multipliers(M, Q, *self._reduced(C, gamma, mechanism))
         return qdd, jnp.zeros(C.shape[0], lam_kept.dtype).at[self.keep].set(lam_kept)
 
 

@@ -35,11 +35,11 @@ import jax.scipy.linalg as jsl
 
 from .._internal.checks import state_vector
 from .._internal.types import Array, Coordinates, Params, Velocities
-from ..formulations import AbstractFormulation, get_formulation, independent
+from ..formulations import AbstractFormulation, get_formulation
 from ..integrate import NoStabilization
 from ..integrate.dynamics import equation_terms
 from ..kinematics.constraints import constraint_jacobian
-from ..kinematics.structure import resolve_structure
+from ..kinematics.structure import with_known_structure
 from ..model.joints import rolling, spatial
 from ..model.joints.planar import joints_of
 from .solvability import unique_groups
@@ -214,7 +214,8 @@ def physical_reactions(
     state_vector(mechanism, qd, "qd")
     params = mechanism.params if params is None else params
     q, qd = jnp.asarray(q), jnp.asarray(qd)
-    structure = resolve_structure(mechanism, q, t)
+    mechanism = with_known_structure(mechanism, q, t)
+    structure = mechanism.structure
     M, Q, C, gamma = equation_terms(mechanism, None, NoStabilization(), t, q, qd, params)
     B = _distribution(distribution, t, q, params)
     if B.ndim != 2 or B.shape[1] != mechanism.n or B.shape[0] != structure.rank:
@@ -223,13 +224,13 @@ def physical_reactions(
             f"{mechanism.n}), got {B.shape}; with redundant constraints only rank C physical "
             "reaction components can be determined"
         )
-    C_i, g_i = independent(C, gamma, structure)
+    C_i, g_i = structure.independent_part(C), structure.independent_part(gamma)
     if scheme == 35:
         qdd_p = C_i.T @ jnp.linalg.solve(C_i @ C_i.T, g_i)
         M_factor = jsl.cho_factor(M, lower=True)
         Minv_Bt = jsl.cho_solve(M_factor, B.T)
         return jnp.linalg.solve(B @ Minv_Bt, B @ (qdd_p - jsl.cho_solve(M_factor, Q)))
-    qdd = get_formulation(method, structure).accelerations(M, Q, C, gamma, structure)
+    qdd = get_formulation(method, mechanism).accelerations(M, Q, C, gamma, mechanism)
     rhs = M @ qdd - Q
     if scheme == 38:
         return jnp.linalg.lstsq(B.T, rhs)[0]

@@ -186,8 +186,8 @@ def lapack_free(mechanism: Mechanism, **simulate_options) -> bool:
     solver = options["solver"]
     return (
         structure is not None
-        and get_formulation(options["method"], structure).lapack_free(structure)
-        and get_stabilization(options["stabilization"]).lapack_free(structure)
+        and get_formulation(options["method"], mechanism).lapack_free(mechanism)
+        and get_stabilization(options["stabilization"]).lapack_free(mechanism)
         and (solver is None or isinstance(solver, diffrax.AbstractERK))
         and not (options["check_rank"] and structure.rank > MAX_BLOCK)
     )

@@ -6,9 +6,6 @@ the registry behind `simulate(method=...)`; the closing-condition equations (`cl
 from . import nullspace as nullspace
 from .base import AbstractFactorizedFormulation as AbstractFactorizedFormulation
 from .base import AbstractFormulation as AbstractFormulation
-from .base import expand_multipliers as expand_multipliers
-from .base import independent as independent
-from .base import reaction_multipliers as reaction_multipliers
 from .closing import ClosingTerms as ClosingTerms
 from .closing import ClosingVariant as ClosingVariant
 from .closing import closing_terms as closing_terms

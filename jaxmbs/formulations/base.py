@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
 from .._internal.types import (
@@ -48,42 +47,14 @@ from .._internal.types import (
 )
 from ..kinematics.compressed import StoredJacobian
 from ..kinematics.constraints import constraint_jacobian
-from ..kinematics.structure import Structure, independent_part
 
 if TYPE_CHECKING:
     from ..model import Mechanism
 
 
-def independent(C: ConstraintJacobian, gamma: ConstraintVector, structure: Structure):
-    """The independent rows C_I, Γ_I of the static row selection (no copy if all are)."""
-    return independent_part(C, structure), independent_part(gamma, structure)
-
-
-def expand_multipliers(C: ConstraintJacobian, lam_ind: Array, structure: Structure) -> Array:
-    """Minimum-norm λ over all rows from the multipliers λ_I of the independent rows.
-
-    Every row of C is a combination of the independent rows, C = T C_I with
-    T = C C_Iᵀ (C_I C_Iᵀ)⁻¹. Any λ with Tᵀλ = λ_I gives the same generalized reaction
-    Cᵀλ = C_Iᵀλ_I; the minimum-norm one is λ = T (TᵀT)⁻¹ λ_I.
-    """
-    if structure.redundancy == 0:
-        return lam_ind
-    C_i = C[jnp.asarray(structure.independent_rows, dtype=int)]
-    T = jnp.linalg.solve(C_i @ C_i.T, C_i @ C.T).T
-    return T @ jnp.linalg.solve(T.T @ T, lam_ind)
-
-
-def reaction_multipliers(C: ConstraintJacobian, reaction: Array, structure: Structure) -> Array:
-    """Minimum-norm λ with Cᵀλ = `reaction` (= Q − M q̈), through the independent rows."""
-    if structure.rank == 0:
-        return jnp.zeros(C.shape[0], reaction.dtype)
-    C_i = independent_part(C, structure)
-    lam_ind = jnp.linalg.solve(C_i @ C_i.T, C_i @ reaction)
-    return expand_multipliers(C, lam_ind, structure)
-
-
 class AbstractFormulation(eqx.Module):
-    """Interface of a formulation: `(M, Q, C, Γ, structure) -> q̈` (and λ)."""
+    """Interface of a formulation: `(M, Q, C, Γ, mechanism) -> q̈` (and λ); the static
+    choices (independent rows, rank, algebra) are read from `mechanism.structure`."""
 
     name: ClassVar[str]
 
@@ -94,9 +65,10 @@ class AbstractFormulation(eqx.Module):
         that works through the structure's algebra returns its `StoredJacobian`."""
         return constraint_jacobian(mechanism, q, t, params)
 
-    def lapack_free(self, structure: Structure) -> bool:
+    def lapack_free(self, mechanism: Mechanism) -> bool:
         """Whether `accelerations` and `multipliers` call no LAPACK routine for this
-        structure, so that a vmapped batch on CPU runs as vectorised kernels (default: no)."""
+        mechanism's structure, so that a vmapped batch on CPU runs as vectorised kernels
+        (default: no)."""
         return False
 
     @abc.abstractmethod
@@ -106,9 +78,10 @@ class AbstractFormulation(eqx.Module):
         Q: GeneralizedForces,
         C: ConstraintJacobian,
         gamma: ConstraintVector,
-        structure: Structure,
+        mechanism: Mechanism,
     ) -> Array:
-        """Accelerations q̈, shape (n,)."""
+        """Accelerations q̈, shape (n,), for the mechanism's structure (its independent rows,
+        rank, algebra)."""
 
     def multipliers(
         self,
@@ -116,17 +89,17 @@ class AbstractFormulation(eqx.Module):
         Q: GeneralizedForces,
         C: ConstraintJacobian,
         gamma: ConstraintVector,
-        structure: Structure,
+        mechanism: Mechanism,
     ) -> tuple[Array, Array]:
         """Accelerations q̈ and minimum-norm multipliers λ (shape (m + h,)).
 
         Default: λ from the generalized reaction, C_Iᵀ λ_I = Q − M q̈, by least squares.
         """
-        qdd = self.accelerations(M, Q, C, gamma, structure)
-        return qdd, reaction_multipliers(C, Q - M @ qdd, structure)
+        qdd = self.accelerations(M, Q, C, gamma, mechanism)
+        return qdd, mechanism.structure.reaction_multipliers(C, Q - M @ qdd)
 
     def pivot_condition(
-        self, C: ConstraintJacobian, structure: Structure
+        self, C: ConstraintJacobian, mechanism: Mechanism
     ) -> tuple[Array, Array] | None:
         """Health of a pivot block that the method fixed once, outside jit.
 
@@ -155,35 +128,37 @@ class AbstractFactorizedFormulation(AbstractFormulation):
     """
 
     @abc.abstractmethod
-    def factor(self, M: MassMatrix, C: ConstraintJacobian, structure: Structure) -> Any:
+    def factor(self, M: MassMatrix, C: ConstraintJacobian, mechanism: Mechanism) -> Any:
         """Everything that depends on M and C only."""
 
     @abc.abstractmethod
     def solve(
-        self, factors: Any, Q: GeneralizedForces, gamma: ConstraintVector, structure: Structure
+        self, factors: Any, Q: GeneralizedForces, gamma: ConstraintVector, mechanism: Mechanism
     ) -> Array:
         """q̈ for the right-hand sides (Q, Γ); linear in them."""
 
-    def accelerations(self, M, Q, C, gamma, structure):
+    def accelerations(self, M, Q, C, gamma, mechanism):
+        structure = mechanism.structure
+
         @jax.custom_jvp
         def qdd_of(M, Q, C, gamma):
-            return self.solve(self.factor(M, C, structure), Q, gamma, structure)
+            return self.solve(self.factor(M, C, mechanism), Q, gamma, mechanism)
 
         @qdd_of.defjvp
         def qdd_jvp(primals, tangents):
             M, Q, C, gamma = primals
             dM, dQ, dC, dgamma = tangents
-            factors = self.factor(M, C, structure)
-            qdd = self.solve(factors, Q, gamma, structure)
+            factors = self.factor(M, C, mechanism)
+            qdd = self.solve(factors, Q, gamma, mechanism)
             if structure.rank == 0:
-                return qdd, self.solve(factors, dQ - dM @ qdd, dgamma, structure)
-            C_i, dC_i = independent_part(C, structure), independent_part(dC, structure)
+                return qdd, self.solve(factors, dQ - dM @ qdd, dgamma, mechanism)
+            C_i, dC_i = structure.independent_part(C), structure.independent_part(dC)
             gram = jsl.cho_factor(C_i @ C_i.T, lower=True)
             lam_i = jsl.cho_solve(gram, C_i @ (Q - M @ qdd))
             d_Q = dQ - dM @ qdd - dC_i.T @ lam_i
-            d_gamma = independent_part(dgamma, structure) - dC_i @ qdd
+            d_gamma = structure.independent_part(dgamma) - dC_i @ qdd
             if structure.redundancy:
                 d_gamma = C @ (C_i.T @ jsl.cho_solve(gram, d_gamma))
-            return qdd, self.solve(factors, d_Q, d_gamma, structure)
+            return qdd, self.solve(factors, d_Q, d_gamma, mechanism)
 
         return qdd_of(M, Q, C, gamma)

@@ -6,7 +6,7 @@ from typing import ClassVar
 
 import jax.numpy as jnp
 
-from .base import AbstractFormulation, expand_multipliers, independent
+from .base import AbstractFormulation
 
 
 class KKT(AbstractFormulation):
@@ -20,16 +20,18 @@ class KKT(AbstractFormulation):
 
     name: ClassVar[str] = "kkt"
 
-    def _solve(self, M, Q, C, gamma, structure):
-        C_i, g_i = independent(C, gamma, structure)
+    def _solve(self, M, Q, C, gamma, mechanism):
+        structure = mechanism.structure
+        C_i, g_i = structure.independent_part(C), structure.independent_part(gamma)
         r = C_i.shape[0]
         K = jnp.block([[M, C_i.T], [C_i, jnp.zeros((r, r), M.dtype)]])
         sol = jnp.linalg.solve(K, jnp.concatenate([Q, g_i]))
         return sol[: M.shape[0]], sol[M.shape[0] :]
 
-    def accelerations(self, M, Q, C, gamma, structure):
-        return self._solve(M, Q, C, gamma, structure)[0]
+    def accelerations(self, M, Q, C, gamma, mechanism):
+        return self._solve(M, Q, C, gamma, mechanism)[0]
 
-    def multipliers(self, M, Q, C, gamma, structure):
-        qdd, lam_ind = self._solve(M, Q, C, gamma, structure)
-        return qdd, expand_multipliers(C, lam_ind, structure)
+    def multipliers(self, M, Q, C, gamma, mechanism):
+        structure = mechanism.structure
+        qdd, lam_ind = self._solve(M, Q, C, gamma, mechanism)
+        return qdd, structure.expand_multipliers(C, lam_ind)

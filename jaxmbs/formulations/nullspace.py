@@ -29,7 +29,7 @@ so non-unique bases (repeated singular values or eigenvalues, pivot choices) are
 from __future__ import annotations
 
 import abc
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import equinox as eqx
 import jax
@@ -37,8 +37,10 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
 from .._internal.types import Array, ConstraintJacobian, ConstraintVector
-from ..kinematics.structure import Structure, independent_part
 from .base import AbstractFactorizedFormulation
+
+if TYPE_CHECKING:
+    from ..model import Mechanism
 
 
 def _upper_transposed_solve(R: Array, b: Array) -> Array:
@@ -50,7 +52,7 @@ class AbstractNullSpace(eqx.Module):
     """A way to compute P (C P = 0) and the particular accelerations S Γ.
 
     Subclasses define `name`, `complement` and `particular`. `complement` gets the full
-    stacked Jacobian C (redundant rows included) and returns P with s = `structure.dof`
+    stacked Jacobian C (redundant rows included) and returns P with s = `mechanism.structure.dof`
     columns plus whatever factors `particular` needs; `particular` maps any right-hand side
     Γ (all rows) to a solution of C q̈ = Γ using those factors only, linearly.
     """
@@ -58,11 +60,11 @@ class AbstractNullSpace(eqx.Module):
     name: ClassVar[str]
 
     @abc.abstractmethod
-    def complement(self, C: ConstraintJacobian, structure: Structure) -> tuple[Array, Any]:
+    def complement(self, C: ConstraintJacobian, mechanism: Mechanism) -> tuple[Array, Any]:
         """P, shape (n, s), with C P = 0, and the factors of S."""
 
     @abc.abstractmethod
-    def particular(self, factors: Any, gamma: ConstraintVector, structure: Structure) -> Array:
+    def particular(self, factors: Any, gamma: ConstraintVector, mechanism: Mechanism) -> Array:
         """S Γ, shape (n,): a solution of C q̈ = Γ (eq 3.8)."""
 
 
@@ -82,22 +84,25 @@ class QR(AbstractNullSpace):
     name: ClassVar[str] = "qr"
     pivoting: bool | None = eqx.field(default=None, static=True)
 
-    def _pivots(self, structure: Structure) -> bool:
+    def _pivots(self, mechanism: Mechanism) -> bool:
+        structure = mechanism.structure
         return structure.redundancy > 0 if self.pivoting is None else self.pivoting
 
-    def complement(self, C, structure):
+    def complement(self, C, mechanism):
+        structure = mechanism.structure
         r = structure.rank
-        if self._pivots(structure):
+        if self._pivots(mechanism):
             Qf, Rf, perm = pivoted_qr(C.T, r)
             rows = perm[:r]
         else:
-            Qf, Rf = jnp.linalg.qr(independent_part(C, structure).T, mode="complete")
+            Qf, Rf = jnp.linalg.qr(structure.independent_part(C).T, mode="complete")
             rows = None
         return Qf[:, r:], (Qf[:, :r], Rf[:r, :r], rows)
 
-    def particular(self, factors, gamma, structure):
+    def particular(self, factors, gamma, mechanism):
+        structure = mechanism.structure
         Q1, R11, rows = factors
-        g = independent_part(gamma, structure) if rows is None else gamma[rows]
+        g = structure.independent_part(gamma) if rows is None else gamma[rows]
         return Q1 @ _upper_transposed_solve(R11, g)
 
 
@@ -111,12 +116,13 @@ class SVD(AbstractNullSpace):
 
     name: ClassVar[str] = "svd"
 
-    def complement(self, C, structure):
+    def complement(self, C, mechanism):
+        structure = mechanism.structure
         r = structure.rank
         W, sigma, Vt = jnp.linalg.svd(C.T, full_matrices=True)
         return W[:, r:], (W[:, :r], sigma[:r], Vt[:r])
 
-    def particular(self, factors, gamma, structure):
+    def particular(self, factors, gamma, mechanism):
         W_d, sigma, Vt_r = factors
         return W_d @ ((Vt_r @ gamma) / sigma)
 
@@ -131,12 +137,13 @@ class ZeroEigenvalue(AbstractNullSpace):
 
     name: ClassVar[str] = "eigen"
 
-    def complement(self, C, structure):
+    def complement(self, C, mechanism):
+        structure = mechanism.structure
         s = structure.dof
         eigenvalues, Psi = jnp.linalg.eigh(C.T @ C)
         return Psi[:, :s], (Psi[:, s:], eigenvalues[s:], C)
 
-    def particular(self, factors, gamma, structure):
+    def particular(self, factors, gamma, mechanism):
         Psi_r, eigenvalues, C = factors
         return Psi_r @ ((Psi_r.T @ (C.T @ gamma)) / eigenvalues)
 
@@ -208,14 +215,16 @@ class PUTDHouseholder(AbstractNullSpace):
 
     name: ClassVar[str] = "putd-householder"
 
-    def complement(self, C, structure):
+    def complement(self, C, mechanism):
+        structure = mechanism.structure
         r = structure.rank
-        H, Z, _ = householder_triangularize(independent_part(C, structure).T)
+        H, Z, _ = householder_triangularize(structure.independent_part(C).T)
         return H[:, r:], (H[:, :r], Z[:r, :r])
 
-    def particular(self, factors, gamma, structure):
+    def particular(self, factors, gamma, mechanism):
+        structure = mechanism.structure
         H1, Z1 = factors
-        return H1 @ _upper_transposed_solve(Z1, independent_part(gamma, structure))
+        return H1 @ _upper_transposed_solve(Z1, structure.independent_part(gamma))
 
 
 class PUTDGauss(AbstractNullSpace):
@@ -240,9 +249,10 @@ class PUTDGauss(AbstractNullSpace):
 
     name: ClassVar[str] = "putd-gauss"
 
-    def complement(self, C, structure):
+    def complement(self, C, mechanism):
+        structure = mechanism.structure
         r, s = structure.rank, structure.dof
-        A = independent_part(C, structure).T
+        A = structure.independent_part(C).T
         lu, _, perm = jax.lax.linalg.lu(jnp.pad(A, ((0, 0), (0, s))))
         lu = lu[:, :r]
         L11 = jnp.tril(lu[:r], -1) + jnp.eye(r, dtype=lu.dtype)
@@ -252,9 +262,10 @@ class PUTDGauss(AbstractNullSpace):
         P = jnp.zeros_like(P_pivoted).at[perm].set(P_pivoted)
         return P, (L11, U, perm)
 
-    def particular(self, factors, gamma, structure):
+    def particular(self, factors, gamma, mechanism):
+        structure = mechanism.structure
         L11, U, perm = factors
-        y = _upper_transposed_solve(U, independent_part(gamma, structure))
+        y = _upper_transposed_solve(U, structure.independent_part(gamma))
         u = jsl.solve_triangular(L11, y, trans="T", lower=True, unit_diagonal=True)
         return jnp.zeros(perm.shape, u.dtype).at[perm[: structure.rank]].set(u, unique_indices=True)
 
@@ -281,18 +292,20 @@ class NullSpaceFormulation(AbstractFactorizedFormulation):
     def name(self) -> str:  # pyright: ignore[reportIncompatibleVariableOverride]
         return self.nullspace.name
 
-    def factor(self, M, C, structure):
+    def factor(self, M, C, mechanism):
+        structure = mechanism.structure
         if structure.rank == 0:
             return M, None, None, jsl.cho_factor(M, lower=True)
-        P, basis = self.nullspace.complement(C, structure)
+        P, basis = self.nullspace.complement(C, mechanism)
         reduced = jsl.cho_factor(P.T @ M @ P, lower=True) if structure.dof else None
         return M, P, basis, reduced
 
-    def solve(self, factors, Q, gamma, structure):
+    def solve(self, factors, Q, gamma, mechanism):
+        structure = mechanism.structure
         M, P, basis, reduced = factors
         if structure.rank == 0:  # no constraints: P = I
             return jsl.cho_solve(reduced, Q)
-        qdd_p = self.nullspace.particular(basis, gamma, structure)
+        qdd_p = self.nullspace.particular(basis, gamma, mechanism)
         if structure.dof == 0:
             return qdd_p
         return qdd_p + P @ jsl.cho_solve(reduced, P.T @ (Q - M @ qdd_p))

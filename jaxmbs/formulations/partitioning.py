@@ -4,15 +4,17 @@ eqs 3.37–3.39). Partitions that switch along the motion (the projective criter
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import equinox as eqx
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
 
-from ..kinematics.structure import Structure, independent_part
-from .base import AbstractFactorizedFormulation, expand_multipliers
+from .base import AbstractFactorizedFormulation
+
+if TYPE_CHECKING:
+    from ..model import Mechanism
 
 
 class CoordinatePartitioning(AbstractFactorizedFormulation):
@@ -42,8 +44,9 @@ class CoordinatePartitioning(AbstractFactorizedFormulation):
     dependent: tuple[int, ...] | None = eqx.field(default=None, static=True)
     min_condition: float | None = eqx.field(default=None, static=True)
 
-    def partition(self, structure: Structure) -> tuple[np.ndarray, np.ndarray]:
+    def partition(self, mechanism: Mechanism) -> tuple[np.ndarray, np.ndarray]:
         """Index arrays of the dependent (u) and independent (v) coordinates."""
+        structure = mechanism.structure
         u = structure.dependent_coordinates if self.dependent is None else self.dependent
         u = tuple(sorted(int(i) for i in u))
         if (
@@ -58,9 +61,10 @@ class CoordinatePartitioning(AbstractFactorizedFormulation):
         v = tuple(i for i in range(structure.n) if i not in set(u))
         return np.asarray(u, dtype=int), np.asarray(v, dtype=int)
 
-    def factor(self, M, C, structure):
-        u, v = self.partition(structure)
-        C_i = independent_part(C, structure)
+    def factor(self, M, C, mechanism):
+        structure = mechanism.structure
+        u, v = self.partition(mechanism)
+        C_i = structure.independent_part(C)
         lu = jsl.lu_factor(C_i[:, u])
         B = jsl.lu_solve(lu, C_i[:, v])
         M_uu, M_uv, M_vu = M[np.ix_(u, u)], M[np.ix_(u, v)], M[np.ix_(v, u)]
@@ -68,26 +72,29 @@ class CoordinatePartitioning(AbstractFactorizedFormulation):
         reduced = jsl.cho_factor(M_reduced, lower=True) if structure.dof else None
         return lu, B, M_uu, M_vu, reduced
 
-    def solve(self, factors, Q, gamma, structure):
-        u, v = self.partition(structure)
+    def solve(self, factors, Q, gamma, mechanism):
+        structure = mechanism.structure
+        u, v = self.partition(mechanism)
         lu, B, M_uu, M_vu, reduced = factors
-        a = jsl.lu_solve(lu, independent_part(gamma, structure))
+        a = jsl.lu_solve(lu, structure.independent_part(gamma))
         qdd = jnp.zeros_like(Q)
         if structure.dof == 0:
             return qdd.at[u].set(a, unique_indices=True)
         vdd = jsl.cho_solve(reduced, Q[v] - M_vu @ a - B.T @ (Q[u] - M_uu @ a))
         return qdd.at[u].set(a - B @ vdd, unique_indices=True).at[v].set(vdd, unique_indices=True)
 
-    def multipliers(self, M, Q, C, gamma, structure):
-        u, _ = self.partition(structure)
-        qdd = self.accelerations(M, Q, C, gamma, structure)
-        C_i = independent_part(C, structure)
+    def multipliers(self, M, Q, C, gamma, mechanism):
+        structure = mechanism.structure
+        u, _ = self.partition(mechanism)
+        qdd = self.accelerations(M, Q, C, gamma, mechanism)
+        C_i = structure.independent_part(C)
         lam_ind = jsl.lu_solve(jsl.lu_factor(C_i[:, u]), (Q - M @ qdd)[u], trans=1)
-        return qdd, expand_multipliers(C, lam_ind, structure)
+        return qdd, structure.expand_multipliers(C, lam_ind)
 
-    def pivot_condition(self, C, structure):
-        u, _ = self.partition(structure)
-        C_i = independent_part(C, structure)
+    def pivot_condition(self, C, mechanism):
+        structure = mechanism.structure
+        u, _ = self.partition(mechanism)
+        C_i = structure.independent_part(C)
         block = C_i[:, u]
         block = block / jnp.linalg.norm(block, axis=0)
         sigma = jnp.linalg.svd(block, compute_uv=False)

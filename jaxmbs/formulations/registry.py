@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from ..kinematics.structure import Structure
+from typing import TYPE_CHECKING
+
 from . import nullspace as ns
 from .base import AbstractFormulation
 from .kkt import KKT
 from .nullspace import NullSpaceFormulation
 from .partitioning import CoordinatePartitioning
 from .wang_huston import BandedWangHuston, WangHuston
+
+if TYPE_CHECKING:
+    from ..model import Mechanism
 
 #: The formulations by name (`simulate(..., method=NAME)`), in the order of Pękal–Frączek 2016.
 FORMULATIONS: dict[str, AbstractFormulation] = {
@@ -31,7 +35,7 @@ METHODS: tuple[str, ...] = tuple(FORMULATIONS)
 AUTO = "auto"
 
 
-def choose_formulation(structure: Structure | None) -> AbstractFormulation:
+def choose_formulation(mechanism: Mechanism | None) -> AbstractFormulation:
     """`method="auto"`: the formulation for a mechanism's static structure.
 
     The structure's algebra's `preferred_method`: `banded` (the range-space form on the
@@ -44,20 +48,21 @@ def choose_formulation(structure: Structure | None) -> AbstractFormulation:
     otherwise: no sparsity known (a structure analysed without it), or no constraint rows at
     all (a free body: nothing for a range-space form to solve).
     """
+    structure = None if mechanism is None else mechanism.structure
     if structure is None or structure.rank == 0:
         return FORMULATIONS["qr"]
     return FORMULATIONS[structure.algebra.preferred_method]
 
 
 def get_formulation(
-    method: str | AbstractFormulation, structure: Structure | None = None
+    method: str | AbstractFormulation, mechanism: Mechanism | None = None
 ) -> AbstractFormulation:
     """Look up a formulation by name, or pass an instance through; `"auto"` is chosen for
-    the `structure` (`choose_formulation`)."""
+    the mechanism's structure (`choose_formulation`)."""
     if isinstance(method, AbstractFormulation):
         return method
     if method == AUTO:
-        return choose_formulation(structure)
+        return choose_formulation(mechanism)
     try:
         return FORMULATIONS[method]
     except KeyError:

@@ -8,8 +8,9 @@ from typing import ClassVar
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
+from ..kinematics.compressed import stored
 from ..kinematics.constraints import stored_constraint_jacobian
-from .base import AbstractFactorizedFormulation, AbstractFormulation, expand_multipliers
+from .base import AbstractFactorizedFormulation, AbstractFormulation
 
 
 class WangHuston(AbstractFactorizedFormulation):
@@ -24,7 +25,8 @@ class WangHuston(AbstractFactorizedFormulation):
 
     name: ClassVar[str] = "wang-huston"
 
-    def factor(self, M, C, structure):
+    def factor(self, M, C, mechanism):
+        structure = mechanism.structure
         mass = jsl.cho_factor(M, lower=True)
         X = jsl.cho_solve(mass, C.T)
         G = C @ X
@@ -34,7 +36,8 @@ class WangHuston(AbstractFactorizedFormulation):
         p = structure.redundancy
         return mass, C, X, (V[:, p:], eigenvalues[p:])
 
-    def _multipliers(self, factors, Q, gamma, structure):
+    def _multipliers(self, factors, Q, gamma, mechanism):
+        structure = mechanism.structure
         mass, C, X, G_factor = factors
         a = jsl.cho_solve(mass, Q)
         rhs = C @ a - gamma
@@ -43,13 +46,13 @@ class WangHuston(AbstractFactorizedFormulation):
         V_r, eigenvalues = G_factor
         return a, V_r @ ((V_r.T @ rhs) / eigenvalues)
 
-    def solve(self, factors, Q, gamma, structure):
-        a, lam = self._multipliers(factors, Q, gamma, structure)
+    def solve(self, factors, Q, gamma, mechanism):
+        a, lam = self._multipliers(factors, Q, gamma, mechanism)
         return a - factors[2] @ lam
 
-    def multipliers(self, M, Q, C, gamma, structure):
-        qdd = self.accelerations(M, Q, C, gamma, structure)
-        _, lam = self._multipliers(self.factor(M, C, structure), Q, gamma, structure)
+    def multipliers(self, M, Q, C, gamma, mechanism):
+        qdd = self.accelerations(M, Q, C, gamma, mechanism)
+        _, lam = self._multipliers(self.factor(M, C, mechanism), Q, gamma, mechanism)
         return qdd, lam
 
 
@@ -75,22 +78,25 @@ class BandedWangHuston(AbstractFormulation):
     def constraint_jacobian(self, mechanism, t, q, params):
         return stored_constraint_jacobian(mechanism, q, t, params)
 
-    def lapack_free(self, structure):
+    def lapack_free(self, mechanism):
+        structure = mechanism.structure
         # Redundant rows: their minimum-norm multipliers need a dense solve.
         return structure.redundancy == 0 and structure.algebra.lapack_free(
             structure.independent_rows
         )
 
-    def _solve(self, M, Q, C, gamma, structure):
-        solver = structure.algebra.range_space_solver(M, C, structure.independent_rows)
+    def _solve(self, M, Q, C, gamma, mechanism):
+        structure = mechanism.structure
+        solver = structure.algebra.range_space_solver(M, stored(C), structure.independent_rows)
         return solver(Q, gamma)
 
-    def accelerations(self, M, Q, C, gamma, structure):
-        return self._solve(M, Q, C, gamma, structure)[0]
+    def accelerations(self, M, Q, C, gamma, mechanism):
+        return self._solve(M, Q, C, gamma, mechanism)[0]
 
-    def multipliers(self, M, Q, C, gamma, structure):
-        qdd, lam = self._solve(M, Q, C, gamma, structure)
+    def multipliers(self, M, Q, C, gamma, mechanism):
+        structure = mechanism.structure
+        qdd, lam = self._solve(M, Q, C, gamma, mechanism)
         if structure.redundancy == 0:
             return qdd, lam
         lam_i = lam[jnp.asarray(structure.independent_rows)]
-        return qdd, expand_multipliers(C.dense(), lam_i, structure)
+        return qdd, structure.expand_multipliers(stored(C).dense(), lam_i)

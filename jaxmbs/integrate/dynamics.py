@@ -71,14 +71,13 @@ def accelerations_and_multipliers(
     state_vector(mechanism, qd, "qd")
     params = mechanism.params if params is None else params
     mechanism = with_known_structure(mechanism, q, t)
-    structure = mechanism.structure
-    formulation = get_formulation(method, structure)
+    formulation = get_formulation(method, mechanism)
     M, Q, C, gamma = equation_terms(
         mechanism, formulation, stabilization or NoStabilization(), t, q, qd, params
     )
     if not multipliers:
-        return formulation.accelerations(M, Q, C, gamma, structure), None
-    return formulation.multipliers(M, Q, C, gamma, structure)
+        return formulation.accelerations(M, Q, C, gamma, mechanism), None
+    return formulation.multipliers(M, Q, C, gamma, mechanism)
 
 
 def accelerations(

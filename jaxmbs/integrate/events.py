@@ -35,7 +35,7 @@ def rank_condition(
     """The event condition `(t, y, args) -> bool`: the constraint Jacobian at the positions
     q = `positions(t, y, params)` of the integrated state y has changed rank (the test of the
     module notes). `args` = (params, valid); an invalid sample never triggers it."""
-    test = mechanism.structure.algebra.rank_test(mechanism.structure, rtol)
+    test = mechanism.structure.algebra.rank_test(rtol)
 
     # Jitted: diffrax traces the event functions several times; each traces this once.
     @jax.jit

@@ -8,7 +8,7 @@ Arnold & Brüls 2007): `jaxmbs.GeneralizedAlpha`.
 with C = [Φ_q ; A] the constraint Jacobian (Pękal–Frączek 2016, eq 2.1; Pfaffian rows
 ψ = A q̇ + a) and I the structure's independent rows (`jaxmbs.Structure`: redundant rows
 are left out, and the minimum-norm λ over all rows is recovered afterwards as every
-formulation does, `jaxmbs.formulations.base.expand_multipliers`).
+formulation does, `Structure.expand_multipliers`).
 
 **One step** t_n → t_{n+1} = t_n + h, in the form of Arnold & Brüls (2007) with the
 acceleration-like variable a (Chung & Hulbert 1993):
@@ -128,10 +128,8 @@ import jax.numpy as jnp
 from .._internal.checks import is_concrete
 from .._internal.types import Array, Coordinates, Velocities
 from ..formulations import AbstractFormulation
-from ..formulations.base import expand_multipliers
 from ..kinematics import inertia
 from ..kinematics.constraints import constraint_jacobian, position_residual
-from ..kinematics.structure import independent_part
 from .dynamics import equation_terms
 from .solvers import ProjectedSolver
 from .stabilization import AbstractStabilization, NoStabilization
@@ -202,12 +200,12 @@ class StepEquations(eqx.Module):
         force = M @ x[:n] - mechanism.forces(t1, q1, qd1, params)
         if structure.rank == 0:
             return force
-        C_i = independent_part(constraint_jacobian(mechanism, q1, t1, params), structure)
+        C_i = structure.independent_part(constraint_jacobian(mechanism, q1, t1, params))
         beta_s, gamma_s = self.coefficients.scales(h)
         rows = [position_residual(mechanism, q1, t1, params) / beta_s]
         if mechanism.velocity_constraints is not None:
             rows.append(jnp.asarray(mechanism.velocity_constraints(t1, q1, qd1, params)) / gamma_s)
-        g = independent_part(jnp.concatenate(rows), structure)
+        g = structure.independent_part(jnp.concatenate(rows))
         return jnp.concatenate([force + C_i.T @ x[n:], g])
 
 
@@ -432,10 +430,10 @@ class IndexThreeCoordinates(AbstractStateSpace):
         M, Q, C, gamma = equation_terms(
             mechanism, self.formulation, NoStabilization(), t0, q0, qd0, params
         )
-        qdd0 = self.formulation.accelerations(M, Q, C, gamma, structure)
+        qdd0 = self.formulation.accelerations(M, Q, C, gamma, mechanism)
         lam0 = jnp.zeros((structure.rank,), q0.dtype)
         if structure.rank:
-            C_i = independent_part(constraint_jacobian(mechanism, q0, t0, params), structure)
+            C_i = structure.independent_part(constraint_jacobian(mechanism, q0, t0, params))
             lam0 = jnp.linalg.solve(C_i @ C_i.T, C_i @ (Q - M @ qdd0))
         return jnp.concatenate([q0, qd0, qdd0, lam0]), jnp.ones((), bool)
 
@@ -462,4 +460,4 @@ class IndexThreeCoordinates(AbstractStateSpace):
         if structure.n_constraints == 0:
             return q, qd, qdd, jnp.zeros((0,), q.dtype)
         C = constraint_jacobian(mechanism, q, t, params)
-        return q, qd, qdd, expand_multipliers(C, lam, structure)
+        return q, qd, qdd, structure.expand_multipliers(C, lam)

@@ -92,7 +92,7 @@ def state_space_of(
         return method
     if method == "partitioning":
         return PartitionedCoordinates()
-    return AllCoordinates(get_formulation(method, mechanism.structure))
+    return AllCoordinates(get_formulation(method, mechanism))
 
 
 def simulate(

@@ -36,7 +36,6 @@ from ..kinematics.constraints import (
     stored_constraint_jacobian,
     velocity_residual,
 )
-from ..kinematics.structure import Structure
 
 if TYPE_CHECKING:
     from ..model import Mechanism
@@ -169,7 +168,7 @@ class AbstractStabilization(eqx.Module):
         tolerance; where it does not, the step is rejected (default: True)."""
         return jnp.ones((), bool)
 
-    def lapack_free(self, structure: Structure) -> bool:
+    def lapack_free(self, mechanism: Mechanism) -> bool:
         """Whether the stabilisation calls no LAPACK routine for this structure (see
         `jaxmbs.lapack_free`; default: it calls none)."""
         return True
@@ -233,7 +232,8 @@ class Projection(AbstractStabilization):
         eps = jnp.finfo(q.dtype).eps
         return drift <= jnp.sqrt(eps) * jnp.maximum(1.0, jnp.max(jnp.abs(q)))
 
-    def lapack_free(self, structure):
+    def lapack_free(self, mechanism):
+        structure = mechanism.structure
         return structure.algebra.lapack_free(structure.independent_holonomic_rows)
 
 

@@ -164,7 +164,7 @@ class _VectorField(AbstractStateFunction):
         M, Q, C, gamma = equation_terms(
             self.mechanism, self.formulation, self.stabilization, t, q, qd, params
         )
-        qdd = self.formulation.accelerations(M, Q, C, gamma, self.structure)
+        qdd = self.formulation.accelerations(M, Q, C, gamma, self.mechanism)
         # An invalid sample is frozen (zero field), so it finishes at once inside a batch.
         return jnp.where(valid, jnp.concatenate([qd, qdd]), 0.0)
 
@@ -236,14 +236,14 @@ class AllCoordinates(AbstractStateSpace):
         structure = mechanism.structure
         probe = jax.ShapeDtypeStruct((structure.n_constraints, structure.n), jnp.result_type(float))
         condition = self.formulation.pivot_condition
-        if jax.eval_shape(lambda C: condition(C, structure), probe) is None:
+        if jax.eval_shape(lambda C: condition(C, mechanism), probe) is None:
             return ()
 
         @jax.jit
         def pivot(t, y, args):
             params, valid = jax.lax.stop_gradient(args)
             q = jax.lax.stop_gradient(y[: structure.n])
-            indicator, ill = condition(constraint_jacobian(mechanism, q, t, params), structure)
+            indicator, ill = condition(constraint_jacobian(mechanism, q, t, params), mechanism)
             return jnp.where(valid, indicator, 1.0), ill & valid
 
         def pivot_ill_conditioned(t, y, args, **kwargs):

@@ -36,7 +36,6 @@ import jax.numpy as jnp
 import optimistix as optx
 
 from .._internal.types import Array, Params
-from ..formulations import reaction_multipliers
 from ..kinematics import inertia
 from ..kinematics.constraints import constraint_jacobian
 from .solvers import DelegatingSolver, rejected_unless
@@ -165,4 +164,4 @@ def multipliers_from_accelerations(
     Q = mechanism.forces(t, q, qd, params)
     M = inertia.mass_matrix(mechanism, q, params)
     C = constraint_jacobian(mechanism, q, t, params)
-    return reaction_multipliers(C, Q - M @ qdd, mechanism.structure)
+    return mechanism.structure.reaction_multipliers(C, Q - M @ qdd)

@@ -5,9 +5,9 @@ initial conditions, and the projective criterion for independent coordinates."""
 from .assembly import assemble as assemble
 from .compressed import CompressedJacobian as CompressedJacobian
 from .constraints import acceleration_rhs as acceleration_rhs
-from .constraints import stored_constraint_jacobian as stored_constraint_jacobian
 from .constraints import constraint_jacobian as constraint_jacobian
 from .constraints import position_residual as position_residual
+from .constraints import stored_constraint_jacobian as stored_constraint_jacobian
 from .constraints import velocity_residual as velocity_residual
 from .constraints import velocity_residual_and_gamma as velocity_residual_and_gamma
 from .criteria import independent_coordinates as independent_coordinates

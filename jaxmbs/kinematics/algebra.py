@@ -76,33 +76,13 @@ def relative_pivot(C_i: Array) -> Array:
     return jnp.min(d) / _scale(d)
 
 
-def qr_rank_test(structure: Structure, rtol: float) -> Callable[[StoredJacobian], Array]:
-    """C ↦ whether C has lost rank, by the QR of its independent rows (in order) and, with
-    redundancy, the distance of the dependent rows from their span."""
-    rows = np.asarray(structure.independent_rows)
-    dependent = np.asarray(structure.dependent_rows, dtype=int)
-
-    def rank_lost(C: StoredJacobian) -> Array:
-        # Q1 spans the independent rows, d = |R_kk| of C_Iᵀ = Q1ᵀR (one LAPACK QR for a
-        # single run; Gram–Schmidt for a small C_I under vmap, so that vmapped batches call
-        # no batched library kernel).
-        C = C.dense()
-        Q1, d = linalg.orthonormal_rows(C[rows], passes=2 if structure.redundancy else 1)
-        singular = _qr_rank_lost(d, rtol)
-        if structure.redundancy:
-            C_dep = C[dependent]
-            leak = C_dep - (C_dep @ Q1.T) @ Q1
-            singular = singular | (jnp.max(jnp.abs(leak)) > jnp.sqrt(rtol) * _scale(d))
-        return singular
-
-    return rank_lost
-
-
 class AbstractAlgebra(abc.ABC):
-    """How M and C are evaluated, stored and solved for one structure."""
+    """How M and C are evaluated, stored and solved for one structure (`structure`; `None`
+    for a mechanism whose structure is not known)."""
 
     #: The formulation `method="auto"` chooses for a structure with constraint rows.
     preferred_method: ClassVar[str]
+    structure: Structure | None
 
     @abc.abstractmethod
     def jacobian(self, residual: Callable[[Array], Array], qd: Array) -> Array:
@@ -129,9 +109,28 @@ class AbstractAlgebra(abc.ABC):
         R = `rows`, with M and C factorised once for any number of right-hand sides (λ zero
         on the rows outside R)."""
 
-    @abc.abstractmethod
-    def rank_test(self, structure: Structure, rtol: float) -> Callable[[StoredJacobian], Array]:
-        """C ↦ whether its independent rows have lost rank (module notes)."""
+    def rank_test(self, rtol: float) -> Callable[[StoredJacobian], Array]:
+        """C ↦ whether its independent rows have lost rank (module notes): by the QR of the
+        independent rows (in order) and, with redundancy, the distance of the dependent rows
+        from their span."""
+        structure = self.structure
+        rows = np.asarray(structure.independent_rows)
+        dependent = np.asarray(structure.dependent_rows, dtype=int)
+
+        def rank_lost(C: StoredJacobian) -> Array:
+            # Q1 spans the independent rows, d = |R_kk| of C_Iᵀ = Q1ᵀR (one LAPACK QR for a
+            # single run; Gram–Schmidt for a small C_I under vmap, so that vmapped batches
+            # call no batched library kernel).
+            C = C.dense()
+            Q1, d = linalg.orthonormal_rows(C[rows], passes=2 if structure.redundancy else 1)
+            singular = _qr_rank_lost(d, rtol)
+            if structure.redundancy:
+                C_dep = C[dependent]
+                leak = C_dep - (C_dep @ Q1.T) @ Q1
+                singular = singular | (jnp.max(jnp.abs(leak)) > jnp.sqrt(rtol) * _scale(d))
+            return singular
+
+        return rank_lost
 
     def lapack_free(self, rows: tuple[int, ...]) -> bool:
         """Whether a vmapped range-space solve on `rows` calls no LAPACK routine (default:
@@ -144,6 +143,7 @@ class DenseAlgebra(AbstractAlgebra):
     """Dense M and C, LAPACK factorisations (no sparsity pattern known)."""
 
     preferred_method: ClassVar[str] = "qr"
+    structure: Structure | None = None
 
     def jacobian(self, residual, qd):
         return jax.jacfwd(residual)(qd)
@@ -174,17 +174,19 @@ class DenseAlgebra(AbstractAlgebra):
 
         return solve
 
-    def rank_test(self, structure, rtol):
-        return qr_rank_test(structure, rtol)
-
 
 @dataclasses.dataclass(frozen=True)
 class BandedAlgebra(AbstractAlgebra):
     """M and C on the structure's sparsity pattern, block-banded factorisations
     (`jaxmbs.kinematics.banded`)."""
 
-    sparsity: Sparsity
+    structure: Structure
     preferred_method: ClassVar[str] = "banded"
+
+    @property
+    def sparsity(self) -> Sparsity:
+        """The structure's sparsity pattern of C and M."""
+        return self.structure.sparsity
 
     def plan(self, rows: tuple[int, ...]) -> BandPlan:
         """The band plan of A = C_R M⁻¹C_Rᵀ for the rows R (cached)."""
@@ -223,9 +225,10 @@ class BandedAlgebra(AbstractAlgebra):
         differentiated."""
         return banded.range_space_solver(self.plan(rows), M, C)
 
-    def rank_test(self, structure, rtol):
+    def rank_test(self, rtol):
+        structure = self.structure
         if not (structure.rank > MAX_BLOCK and structure.redundancy == 0):
-            return qr_rank_test(structure, rtol)
+            return super().rank_test(rtol)
         plan = self.plan(structure.independent_rows)
         order = banded.elimination_order(plan)
         real = np.flatnonzero(order < structure.n_constraints)  # not padding

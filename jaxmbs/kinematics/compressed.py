@@ -19,6 +19,7 @@ from __future__ import annotations
 import abc
 
 import equinox as eqx
+import jax.numpy as jnp
 import numpy as np
 
 from .._internal import linalg
@@ -68,6 +69,12 @@ class DenseJacobian(StoredJacobian):
 
     def dense(self) -> Array:
         return self.matrix
+
+
+def stored(C: Array | StoredJacobian) -> StoredJacobian:
+    """C as a `StoredJacobian`: a dense array wrapped, a stored one as it is (a caller may
+    hand a formulation either)."""
+    return C if isinstance(C, StoredJacobian) else DenseJacobian(jnp.asarray(C))
 
 
 class CompressedJacobian(StoredJacobian):

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .algebra import DENSE, AbstractAlgebra, BandedAlgebra
+from .algebra import AbstractAlgebra, BandedAlgebra, DenseAlgebra
 from .constraints import constraint_jacobian, position_residual, velocity_residual
 from .sparsity import SAMPLES, Sparsity, greedy_colouring, pattern_rows
 
@@ -86,25 +86,45 @@ class Structure:
         chosen = set(self.independent_rows)
         return tuple(i for i in range(self.n_constraints) if i not in chosen)
 
+    def independent_part(self, x):
+        """The independent rows of `x` (C, Γ or any array with one entry per constraint row
+        along its first axis); `x` itself when there is no redundancy."""
+        if self.redundancy == 0:
+            return x
+        return x[jnp.asarray(self.independent_rows, dtype=int)]
+
+    def expand_multipliers(self, C, lam_ind):
+        """Minimum-norm λ over all rows from the multipliers λ_I of the independent rows.
+
+        Every row of C is a combination of the independent rows, C = T C_I with
+        T = C C_Iᵀ (C_I C_Iᵀ)⁻¹. Any λ with Tᵀλ = λ_I gives the same generalized reaction
+        Cᵀλ = C_Iᵀλ_I (Wojtyra–Frączek 2013, eq 10); the minimum-norm one is
+        λ = T (TᵀT)⁻¹ λ_I.
+        """
+        if self.redundancy == 0:
+            return lam_ind
+        C_i = C[jnp.asarray(self.independent_rows, dtype=int)]
+        T = jnp.linalg.solve(C_i @ C_i.T, C_i @ C.T).T
+        return T @ jnp.linalg.solve(T.T @ T, lam_ind)
+
+    def reaction_multipliers(self, C, reaction):
+        """Minimum-norm λ with Cᵀλ = `reaction` (= Q − M q̈), through the independent rows."""
+        if self.rank == 0:
+            return jnp.zeros(C.shape[0], reaction.dtype)
+        C_i = self.independent_part(C)
+        return self.expand_multipliers(C, jnp.linalg.solve(C_i @ C_i.T, C_i @ reaction))
+
     @property
     def algebra(self) -> AbstractAlgebra:
         """How M and C are stored and solved (`jaxmbs.kinematics.algebra`): banded on the
         sparsity pattern where it is known, else dense. The one place that choice is made."""
-        return DENSE if self.sparsity is None else BandedAlgebra(self.sparsity)
+        return DenseAlgebra(self) if self.sparsity is None else BandedAlgebra(self)
 
     @property
     def independent_coordinates(self) -> tuple[int, ...]:
         """The s = n − r coordinates v left out of `dependent_coordinates`."""
         chosen = set(self.dependent_coordinates)
         return tuple(i for i in range(self.n) if i not in chosen)
-
-
-def independent_part(x, structure: Structure):
-    """The independent rows of `x` (C, Γ or any array with one entry per constraint row along
-    its first axis); `x` itself when there is no redundancy."""
-    if structure.redundancy == 0:
-        return x
-    return x[jnp.asarray(structure.independent_rows, dtype=int)]
 
 
 def pivoted_row_selection(
