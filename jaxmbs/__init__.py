@@ -23,6 +23,7 @@ from .analysis import energy_rate as energy_rate
 from .analysis import equilibrium as equilibrium
 from .analysis import equilibrium_multipliers as equilibrium_multipliers
 from .analysis import linearize as linearize
+from .analysis import monte_carlo_to_xarray as monte_carlo_to_xarray
 from .analysis import physical_reactions as physical_reactions
 from .analysis import snapshot as snapshot
 from .analysis import solution_reactions as solution_reactions

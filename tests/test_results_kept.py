@@ -233,7 +233,7 @@ def test_study_dataset_equals_its_samples_datasets(mech, reference):
     as `jaxmbs.to_xarray` of every sample on its own (reactions, element forces, energy
     rate and whether energy is conserved), for a conserved, a damped and a failed sample."""
     xr = pytest.importorskip("xarray")
-    ds = reference.to_xarray(mech, options={"rtol": 1e-8})
+    ds = jaxmbs.monte_carlo_to_xarray(mech, reference, options={"rtol": 1e-8})
     assert ds.sizes["sample"] == len(DAMPING) and ds.q.dims == ("sample", "time", "coordinate")
     assert list(ds.energy_conserved.values[[0, 1, 3]]) == [1, 0, 0]  # undamped, damped
     assert any(name.startswith("element_force.") for name in ds.data_vars)

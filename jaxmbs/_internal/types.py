@@ -1,6 +1,10 @@
-"""Shape-annotated array aliases used across jaxmbs (checked at runtime in tests only)."""
+"""Shape-annotated array aliases used across jaxmbs (checked at runtime in tests only), and
+the model contract as the kinematics reads it."""
 
-from typing import Any
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from jaxtyping import Array, ArrayLike, Float, PyTree
 
@@ -13,6 +17,30 @@ GeneralizedForces = Float[Array, " n"]
 ConstraintJacobian = Float[Array, "k n"]
 ConstraintVector = Float[Array, " k"]
 
+
+class Model(Protocol):
+    """The model contract (`jaxmbs.Mechanism` implements it) as far as `jaxmbs.kinematics`
+    reads it: sizes n, m, h, names, the parameters, the user's functions M(q, p), M(q) v,
+    Φ(t, q, p), ψ(t, q, q̇, p) and the analysed structure. The kinematics depends on this
+    contract rather than on `jaxmbs.model`, which analyses a mechanism's structure with the
+    kinematics when it is built (`Mechanism(reference_q=…)`)."""
+
+    n: int
+    n_holonomic: int
+    n_pfaffian: int
+    coordinate_names: tuple[str, ...]
+    params: Params
+    structure: Any
+    mass_matrix: Callable[..., Array]
+    mass_product: Callable[..., Array] | None
+    constraints: Callable[..., Array] | None
+    velocity_constraints: Callable[..., Array] | None
+
+    def with_structure(self, q, t: float = 0.0) -> Model:
+        """A copy whose structure is analysed at the concrete `q`."""
+        ...
+
+
 __all__ = [
     "Array",
     "ArrayLike",
@@ -21,6 +49,7 @@ __all__ = [
     "ConstraintVector",
     "GeneralizedForces",
     "MassMatrix",
+    "Model",
     "Params",
     "PyTree",
     "Scalar",

@@ -8,7 +8,7 @@ import dataclasses
 import io
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -19,7 +19,7 @@ from ._outputs import named_leaves, output_arrays, prefixed
 from .checkpoint import atomic_write, check_writable
 
 if TYPE_CHECKING:
-    from ..model import Mechanism
+    pass
 
 #: The index of `successful` in `jaxmbs.integrate.RESULT_NAMES` (the per-sample codes).
 SUCCESSFUL = RESULT_NAMES.index("successful")
@@ -74,14 +74,6 @@ class MonteCarloResult:
     def successful(self) -> np.ndarray:
         """Boolean mask of the samples that succeeded."""
         return self.result == SUCCESSFUL
-
-    def to_xarray(self, mechanism: Mechanism, *, options: Mapping[str, Any] | None = None):
-        """The study as a labelled `xarray.Dataset` with a leading `sample` dimension
-        ([`jaxmbs.to_xarray`][] per sample, plus the inputs and diagnostics; needs
-        `jaxmbs[export]` and `keep_solutions=True`). `mechanism` is the one simulated."""
-        from ..analysis import monte_carlo_to_xarray
-
-        return monte_carlo_to_xarray(mechanism, self, options=options)
 
     def save(self, path: str | Path) -> Path:
         """Write the results to `path`: `.npz` (everything) or `.csv` (one row per sample).

@@ -115,13 +115,6 @@ class Solution(eqx.Module):
         """Whether the simulation succeeded (per sample when batched)."""
         return self.result == RESULTS.successful
 
-    def to_xarray(self, mechanism, *, params=None, options=None):
-        """This solution as a labelled `xarray.Dataset`: [`jaxmbs.to_xarray`][]`(mechanism,
-        self, params=params, options=options)` (needs `jaxmbs[export]`)."""
-        from ..analysis import to_xarray
-
-        return to_xarray(mechanism, self, params=params, options=options)
-
 
 def raise_on_failure(solution: Solution) -> Solution:
     """Raise when `solution` failed: a `SimulationError` naming the cause and its time when

@@ -33,7 +33,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -42,14 +42,10 @@ import numpy as np
 
 from .._internal import linalg
 from .._internal.linalg import MAX_BLOCK
-from .._internal.types import Array, Coordinates, Params
+from .._internal.types import Array, Coordinates, Model, Params
 from . import banded
 from .compressed import CompressedJacobian, DenseJacobian, StoredJacobian
 from .sparsity import BandPlan, Sparsity, band_plan
-
-if TYPE_CHECKING:
-    from ..model import Mechanism
-    from .structure import Structure
 
 #: Gram pivots above this fraction of their scale clear a configuration without the QR (their
 #: error, about ε‖C‖²/pivot, is then below 1e-11 of the scale for a hundred rows).
@@ -77,12 +73,14 @@ def relative_pivot(C_i: Array) -> Array:
 
 
 class AbstractAlgebra(abc.ABC):
-    """How M and C are evaluated, stored and solved for one structure (`structure`; `None`
-    for a mechanism whose structure is not known)."""
+    """How M and C are evaluated, stored and solved for one structure, of which it keeps the
+    row selection: the independent rows I and the dependent (redundant) ones, row numbers of
+    the stacked C (empty for a mechanism whose structure is not known)."""
 
     #: The formulation `method="auto"` chooses for a structure with constraint rows.
     preferred_method: ClassVar[str]
-    structure: Structure | None
+    independent_rows: tuple[int, ...]
+    dependent_rows: tuple[int, ...]
 
     @abc.abstractmethod
     def jacobian(self, residual: Callable[[Array], Array], qd: Array) -> Array:
@@ -93,7 +91,7 @@ class AbstractAlgebra(abc.ABC):
         """C in the form this algebra reads its entries in."""
 
     @abc.abstractmethod
-    def mass_matrix(self, mechanism: Mechanism, q: Coordinates, params: Params) -> Array:
+    def mass_matrix(self, mechanism: Model, q: Coordinates, params: Params) -> Array:
         """M(q), shape (n, n)."""
 
     @abc.abstractmethod
@@ -113,18 +111,17 @@ class AbstractAlgebra(abc.ABC):
         """C ↦ whether its independent rows have lost rank (module notes): by the QR of the
         independent rows (in order) and, with redundancy, the distance of the dependent rows
         from their span."""
-        structure = self.structure
-        rows = np.asarray(structure.independent_rows)
-        dependent = np.asarray(structure.dependent_rows, dtype=int)
+        rows = np.asarray(self.independent_rows, dtype=int)
+        dependent = np.asarray(self.dependent_rows, dtype=int)
 
         def rank_lost(C: StoredJacobian) -> Array:
             # Q1 spans the independent rows, d = |R_kk| of C_Iᵀ = Q1ᵀR (one LAPACK QR for a
             # single run; Gram–Schmidt for a small C_I under vmap, so that vmapped batches
             # call no batched library kernel).
             C = C.dense()
-            Q1, d = linalg.orthonormal_rows(C[rows], passes=2 if structure.redundancy else 1)
+            Q1, d = linalg.orthonormal_rows(C[rows], passes=2 if dependent.size else 1)
             singular = _qr_rank_lost(d, rtol)
-            if structure.redundancy:
+            if dependent.size:
                 C_dep = C[dependent]
                 leak = C_dep - (C_dep @ Q1.T) @ Q1
                 singular = singular | (jnp.max(jnp.abs(leak)) > jnp.sqrt(rtol) * _scale(d))
@@ -143,7 +140,8 @@ class DenseAlgebra(AbstractAlgebra):
     """Dense M and C, LAPACK factorisations (no sparsity pattern known)."""
 
     preferred_method: ClassVar[str] = "qr"
-    structure: Structure | None = None
+    independent_rows: tuple[int, ...] = ()
+    dependent_rows: tuple[int, ...] = ()
 
     def jacobian(self, residual, qd):
         return jax.jacfwd(residual)(qd)
@@ -180,13 +178,10 @@ class BandedAlgebra(AbstractAlgebra):
     """M and C on the structure's sparsity pattern, block-banded factorisations
     (`jaxmbs.kinematics.banded`)."""
 
-    structure: Structure
+    sparsity: Sparsity
+    independent_rows: tuple[int, ...]
+    dependent_rows: tuple[int, ...]
     preferred_method: ClassVar[str] = "banded"
-
-    @property
-    def sparsity(self) -> Sparsity:
-        """The structure's sparsity pattern of C and M."""
-        return self.structure.sparsity
 
     def plan(self, rows: tuple[int, ...]) -> BandPlan:
         """The band plan of A = C_R M⁻¹C_Rᵀ for the rows R (cached)."""
@@ -226,12 +221,12 @@ class BandedAlgebra(AbstractAlgebra):
         return banded.range_space_solver(self.plan(rows), M, C)
 
     def rank_test(self, rtol):
-        structure = self.structure
-        if not (structure.rank > MAX_BLOCK and structure.redundancy == 0):
+        if len(self.independent_rows) <= MAX_BLOCK or self.dependent_rows:
             return super().rank_test(rtol)
-        plan = self.plan(structure.independent_rows)
+        plan = self.plan(self.independent_rows)
         order = banded.elimination_order(plan)
-        real = np.flatnonzero(order < structure.n_constraints)  # not padding
+        k = len(self.independent_rows) + len(self.dependent_rows)
+        real = np.flatnonzero(order < k)  # not padding
         rows = order[real]
         threshold = max(10.0 * rtol, GRAM_SCREEN)
 
@@ -254,6 +249,6 @@ class BandedAlgebra(AbstractAlgebra):
 DENSE = DenseAlgebra()
 
 
-def algebra_of(mechanism: Mechanism) -> AbstractAlgebra:
+def algebra_of(mechanism: Model) -> AbstractAlgebra:
     """The mechanism's algebra (`Structure.algebra`), dense where no structure is known."""
     return DENSE if mechanism.structure is None else mechanism.structure.algebra

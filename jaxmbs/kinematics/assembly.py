@@ -12,7 +12,6 @@ C q̇ + b = 0 and keeps the fixed coordinates' velocities (one linear solve; c i
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import equinox as eqx
 import jax
@@ -20,19 +19,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._internal.checks import coordinate_indices
-from .._internal.types import Array, ArrayLike, Params
+from .._internal.types import Array, ArrayLike, Model, Params
 from .constraints import constraint_jacobian, position_residual, velocity_residual
-
-if TYPE_CHECKING:
-    from ..model import Mechanism
-
 
 #: Newton steps at most after |Φ| ≤ tol, each taken only while it halves |Φ|.
 POLISH_STEPS = 3
 
 
 def assemble(
-    mechanism: Mechanism,
+    mechanism: Model,
     q_guess: ArrayLike,
     qd_guess: ArrayLike | None = None,
     t0: float = 0.0,
@@ -115,7 +110,7 @@ def assemble(
     return q, qd.at[index].set(qd_fixed)
 
 
-def _constraints_and_fixed(mechanism: Mechanism, t0, q: Array, params, idx: tuple[int, ...]):
+def _constraints_and_fixed(mechanism: Model, t0, q: Array, params, idx: tuple[int, ...]):
     """The Jacobian of [Φ ; ψ ; q_F] with respect to q (or q̇): [C ; rows of I]."""
     selector = jnp.eye(mechanism.n, dtype=q.dtype)[np.asarray(idx, dtype=int)]
     return jnp.concatenate([constraint_jacobian(mechanism, q, t0, params), selector])
@@ -124,7 +119,7 @@ def _constraints_and_fixed(mechanism: Mechanism, t0, q: Array, params, idx: tupl
 # Compiled once per mechanism and set of fixed coordinates (the mechanism's functions are
 # static), so repeated assemblies of one model reuse them.
 @eqx.filter_jit
-def _newton_step(mechanism: Mechanism, t0, q: Array, params, idx: tuple[int, ...], q_fixed):
+def _newton_step(mechanism: Model, t0, q: Array, params, idx: tuple[int, ...], q_fixed):
     """q − J⁺[Φ ; q_F − q_F,guess] with J the holonomic rows and the fixed coordinates, and
     max |residual| at q."""
     index = np.asarray(idx, dtype=int)
@@ -135,7 +130,7 @@ def _newton_step(mechanism: Mechanism, t0, q: Array, params, idx: tuple[int, ...
 
 
 @eqx.filter_jit
-def _velocity_correction(mechanism: Mechanism, t0, q: Array, qd: Array, params, idx):
+def _velocity_correction(mechanism: Model, t0, q: Array, qd: Array, params, idx):
     """The minimum-norm correction of q̇ onto C q̇ + b = 0 with the fixed velocities kept."""
     J = _constraints_and_fixed(mechanism, t0, q, params, idx)
     residual = jnp.concatenate(

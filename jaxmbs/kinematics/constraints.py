@@ -16,8 +16,6 @@ No Hessian is materialised and nobody writes a Jacobian by hand.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import jax
 import jax.numpy as jnp
 
@@ -27,24 +25,22 @@ from .._internal.types import (
     ConstraintJacobian,
     ConstraintVector,
     Coordinates,
+    Model,
     Params,
     Velocities,
 )
 from .algebra import algebra_of
 from .compressed import StoredJacobian
 
-if TYPE_CHECKING:
-    from ..model import Mechanism
 
-
-def _params(mechanism: Mechanism, q, params: Params | None) -> Params:
+def _params(mechanism: Model, q, params: Params | None) -> Params:
     """The parameters (default: the mechanism's), after checking that q is one state."""
     state_vector(mechanism, q)
     return mechanism.params if params is None else params
 
 
 def position_residual(
-    mechanism: Mechanism, q: Coordinates, t=0.0, params: Params | None = None
+    mechanism: Model, q: Coordinates, t=0.0, params: Params | None = None
 ) -> Array:
     """Holonomic constraint residual Φ(q, t), shape (m,) (empty when there are none).
 
@@ -57,7 +53,7 @@ def position_residual(
 
 
 def velocity_residual(
-    mechanism: Mechanism, q: Coordinates, qd: Velocities, t=0.0, params: Params | None = None
+    mechanism: Model, q: Coordinates, qd: Velocities, t=0.0, params: Params | None = None
 ) -> ConstraintVector:
     """Stacked velocity-level constraints c = [Φ_q q̇ + Φ_t ; ψ], shape (m + h,)."""
     params = _params(mechanism, q, params)
@@ -78,7 +74,7 @@ def velocity_residual(
 
 
 def constraint_jacobian(
-    mechanism: Mechanism, q: Coordinates, t=0.0, params: Params | None = None
+    mechanism: Model, q: Coordinates, t=0.0, params: Params | None = None
 ) -> ConstraintJacobian:
     """C = ∂c/∂q̇, shape (m + h, n): Φ_q stacked over the Pfaffian matrix A, dense.
 
@@ -92,7 +88,7 @@ def constraint_jacobian(
 
 
 def stored_constraint_jacobian(
-    mechanism: Mechanism, q: Coordinates, t, params: Params
+    mechanism: Model, q: Coordinates, t, params: Params
 ) -> StoredJacobian:
     """C in the form the mechanism's algebra reads it (`AbstractAlgebra.stored_jacobian`):
     its probes along the column colours where that pays (`jaxmbs.kinematics.compressed`),
@@ -103,7 +99,7 @@ def stored_constraint_jacobian(
 
 
 def velocity_residual_and_gamma(
-    mechanism: Mechanism, q: Coordinates, qd: Velocities, t, params: Params
+    mechanism: Model, q: Coordinates, qd: Velocities, t, params: Params
 ) -> tuple[ConstraintVector, ConstraintVector]:
     """c and Γ in C q̈ = Γ together: Γ is minus the time derivative of c along the motion at
     frozen q̇ (one jvp, whose primal output is c itself)."""
@@ -117,7 +113,7 @@ def velocity_residual_and_gamma(
 
 
 def acceleration_rhs(
-    mechanism: Mechanism, q: Coordinates, qd: Velocities, t=0.0, params: Params | None = None
+    mechanism: Model, q: Coordinates, qd: Velocities, t=0.0, params: Params | None = None
 ) -> ConstraintVector:
     """Γ in C q̈ = Γ (Pękal–Frączek 2016, eq 2.4)."""
     params = _params(mechanism, q, params)

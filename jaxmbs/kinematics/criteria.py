@@ -28,19 +28,15 @@ between them, are in `jaxmbs.integrate.partitioned`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
 from .._internal.checks import coordinate_indices
-from .._internal.types import Array, Coordinates, MassMatrix, Params
+from .._internal.types import Array, Coordinates, MassMatrix, Model, Params
 from . import inertia
 from .constraints import constraint_jacobian
 from .structure import with_known_structure
-
-if TYPE_CHECKING:
-    from ..model import Mechanism
 
 # --------------------------------------------------------------------------- criterion
 
@@ -71,14 +67,14 @@ def tangent_rows(M: MassMatrix, C: Array, metric: bool = True) -> Array:
     return metric_rows(M, jnp.linalg.qr(C.T, mode="complete")[0][:, r:], metric)
 
 
-def independent_rows(mechanism: Mechanism, t, q, params) -> Array:
+def independent_rows(mechanism: Model, t, q, params) -> Array:
     """The independent rows C_I of the constraint Jacobian (the static row selection of the
     mechanism's structure)."""
     rows = jnp.asarray(mechanism.structure.independent_rows)
     return constraint_jacobian(mechanism, q, t, params)[rows]
 
 
-def _at(mechanism: Mechanism, q, t, params):
+def _at(mechanism: Model, q, t, params):
     """Concrete-or-traced evaluation point: the mechanism with its structure known, q as an
     array, params."""
     q = jnp.asarray(q)
@@ -91,7 +87,7 @@ def _at(mechanism: Mechanism, q, t, params):
 
 
 def projective_criterion(
-    mechanism: Mechanism, q: Coordinates, t=0.0, *, params: Params | None = None
+    mechanism: Model, q: Coordinates, t=0.0, *, params: Params | None = None
 ) -> tuple[Array, Array]:
     """The projective criterion of every coordinate (Blajer et al. 1994, eqs 23a and 23b).
 
@@ -122,7 +118,7 @@ def projective_criterion(
 
 
 def svd_criterion(
-    mechanism: Mechanism, q: Coordinates, t=0.0, *, params: Params | None = None
+    mechanism: Model, q: Coordinates, t=0.0, *, params: Params | None = None
 ) -> Array:
     """Geometry-only criterion: squared norms of the rows of the SVD null-space basis of C.
 
@@ -167,7 +163,7 @@ def permutation(mask: Array) -> Array:
 
 
 def independent_coordinates(
-    mechanism: Mechanism,
+    mechanism: Model,
     q: Coordinates,
     t=0.0,
     *,
@@ -192,7 +188,7 @@ def independent_coordinates(
 
 
 def partition_criterion(
-    mechanism: Mechanism,
+    mechanism: Model,
     q: Coordinates,
     independent: Sequence[int | str],
     t=0.0,

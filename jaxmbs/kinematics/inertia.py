@@ -12,16 +12,11 @@ work; a vmapped batch of the dense Hessian also ran through slow library reducti
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from .._internal.types import Array, Coordinates, Params
+from .._internal.types import Array, Coordinates, Model, Params
 from .algebra import algebra_of
 
-if TYPE_CHECKING:
-    from ..model import Mechanism
 
-
-def mass_matrix(mechanism: Mechanism, q: Coordinates, params: Params) -> Array:
+def mass_matrix(mechanism: Model, q: Coordinates, params: Params) -> Array:
     """M(q), shape (n, n), by the mechanism's algebra (`AbstractAlgebra.mass_matrix`): from
     `mechanism.mass_product` along the colour groups of M's pattern when the mechanism has a
     product, a known sparsity, and fewer groups than n; else `mechanism.mass_matrix`."""

@@ -15,19 +15,16 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import TYPE_CHECKING
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._internal.types import Model
 from .algebra import AbstractAlgebra, BandedAlgebra, DenseAlgebra
 from .constraints import constraint_jacobian, position_residual, velocity_residual
 from .sparsity import SAMPLES, Sparsity, greedy_colouring, pattern_rows
-
-if TYPE_CHECKING:
-    from ..model import Mechanism
 
 #: Relative tolerance below which a pivoted row is taken as dependent.
 RANK_RTOL = 1e-8
@@ -118,7 +115,8 @@ class Structure:
     def algebra(self) -> AbstractAlgebra:
         """How M and C are stored and solved (`jaxmbs.kinematics.algebra`): banded on the
         sparsity pattern where it is known, else dense. The one place that choice is made."""
-        return DenseAlgebra(self) if self.sparsity is None else BandedAlgebra(self)
+        rows = self.independent_rows, self.dependent_rows
+        return DenseAlgebra(*rows) if self.sparsity is None else BandedAlgebra(self.sparsity, *rows)
 
     @property
     def independent_coordinates(self) -> tuple[int, ...]:
@@ -158,7 +156,7 @@ def pivoted_row_selection(
 
 
 def analyze_structure(
-    mechanism: Mechanism, q, t: float = 0.0, params=None, *, sparsity: bool = True
+    mechanism: Model, q, t: float = 0.0, params=None, *, sparsity: bool = True
 ) -> Structure:
     """Analyse rank and redundancy of the constraint Jacobian at a concrete configuration.
 
@@ -225,7 +223,7 @@ def _perturbed(leaf, rng: np.random.Generator):
     return x * (1.0 + 0.1 * noise) + 0.01 * rng.standard_normal(x.shape)
 
 
-def detect_sparsity(mechanism: Mechanism, q, t: float = 0.0, params=None) -> Sparsity:
+def detect_sparsity(mechanism: Model, q, t: float = 0.0, params=None) -> Sparsity:
     """Sample the patterns of C and M at `SAMPLES` random states near the concrete `q`.
 
     Coordinates, time and every parameter leaf are perturbed randomly (fixed seed), so
@@ -259,12 +257,12 @@ def detect_sparsity(mechanism: Mechanism, q, t: float = 0.0, params=None) -> Spa
     )
 
 
-def resolve_structure(mechanism: Mechanism, q=None, t=0.0) -> Structure:
+def resolve_structure(mechanism: Model, q=None, t=0.0) -> Structure:
     """The mechanism's static structure, analysed from a concrete `q` if it has none."""
     return with_known_structure(mechanism, q, t).structure
 
 
-def with_known_structure(mechanism: Mechanism, q=None, t=0.0) -> Mechanism:
+def with_known_structure(mechanism: Model, q=None, t=0.0) -> Model:
     """The mechanism itself if its structure is known, else a copy analysed at the concrete
     `q` (a mechanism built without `reference_q`); a traced `q` is refused, naming
     `reference_q`."""
@@ -287,7 +285,7 @@ NEARBY_SAMPLES = 2
 NEWTON_STEPS = 6
 
 
-def warn_if_singular(mechanism: Mechanism, reference_q, reference_t: float = 0.0) -> None:
+def warn_if_singular(mechanism: Model, reference_q, reference_t: float = 0.0) -> None:
     """Warn when `reference_q` is a singular configuration of the mechanism.
 
     The constraint structure (rank r of C, the independent rows, s = n − r degrees of
