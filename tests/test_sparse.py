@@ -16,7 +16,7 @@ from helpers import FORMULATION_RTOL, assert_close, relative_error
 import jaxmbs
 from jaxmbs._internal import linalg
 from jaxmbs._internal.linalg import MAX_BLOCK
-from jaxmbs.kinematics import CompressedJacobian, inertia, velocity_residual
+from jaxmbs.kinematics import CompressedJacobian, algebra, velocity_residual
 from jaxmbs.kinematics.sparsity import greedy_colouring
 from jaxmbs.model.joints import planar
 from jaxmbs.models import chain, fourbar, mcpherson, mobile_robot
@@ -98,7 +98,7 @@ def test_spatial_mass_matrix_from_three_products():
 
     def both(q, m1):
         p = {**mech.params, "m1": m1, "J2": mech.params["J2"] * m1}
-        return inertia.mass_matrix(mech, q, p), mech.mass_matrix(q, p)
+        return algebra.mass_matrix(mech, q, p), mech.mass_matrix(q, p)
 
     M, dense = jax.jit(jax.vmap(both, in_axes=(0, None)))(qs, mech.params["m1"])
     assert float(jnp.max(jnp.abs(M - dense))) <= 1e-13 * float(jnp.max(jnp.abs(dense)))

@@ -87,7 +87,7 @@ from .._internal.types import Array, Coordinates, Params, Velocities
 from ..formulations import AbstractFormulation
 from ..integrate.dynamics import accelerations
 from ..integrate.inputs import merge_params
-from ..kinematics import inertia
+from ..kinematics import algebra
 from ..kinematics.constraints import constraint_jacobian, position_residual, velocity_residual
 from ..kinematics.structure import pivoted_row_selection, with_known_structure
 from ..model.mechanism import Mechanism
@@ -348,7 +348,7 @@ def _recognised(mechanism: Mechanism, q, qd, t, p) -> Array:
 
     def model(q_):
         return (
-            inertia.mass_matrix(mechanism, q_, p),
+            algebra.mass_matrix(mechanism, q_, p),
             mechanism.forces(t, q_, qd, p),
             position_residual(mechanism, q_, t, p),
             velocity_residual(mechanism, q_, qd, t, p),
@@ -387,7 +387,7 @@ def _linearization(
     columns = np.flatnonzero(is_cyclic)
     reduced = A[np.ix_(keep, keep)]
     free = jnp.linalg.solve(
-        inertia.mass_matrix(mechanism, q, p), mechanism.forces(t, q, jnp.zeros_like(q), p)
+        algebra.mass_matrix(mechanism, q, p), mechanism.forces(t, q, jnp.zeros_like(q), p)
     )
     rest = np.setdiff1d(np.asarray(P, dtype=int), cyclic) if cyclic else np.arange(mechanism.n)
     return reduced, {

@@ -44,7 +44,7 @@ import numpy as np
 
 from .._internal.checks import coordinate_indices
 from .._internal.types import Array, ArrayLike, Params
-from ..kinematics import inertia
+from ..kinematics import algebra
 
 if TYPE_CHECKING:
     from ..model import Mechanism
@@ -143,7 +143,7 @@ class ResolvedVariant(eqx.Module):
 
 def _minimal(mechanism, t, terms: ClosingTerms, Dt, dep, params):
     """M' = DMDᵀ, h' = D(h − M[0; ξ]) (1993 eqs 12–14), and [0; ξ] in mechanism order."""
-    M = inertia.mass_matrix(mechanism, terms.q, params)
+    M = algebra.mass_matrix(mechanism, terms.q, params)
     Q = mechanism.forces(t, terms.q, terms.qd, params)
     xi_full = jnp.zeros_like(terms.q).at[np.asarray(dep)].set(terms.xi)
     return Dt.T @ M @ Dt, Dt.T @ (Q - M @ xi_full), xi_full

@@ -18,7 +18,7 @@ import numpy as np
 
 from .._internal.types import Array
 from ..formulations.closing import ClosingVariant, ResolvedVariant, resolve_variant
-from ..kinematics import inertia
+from ..kinematics import algebra
 from ..kinematics.constraints import constraint_jacobian
 from ..kinematics.criteria import metric_rows, set_criterion, tangent_rows
 from .state_space import AbstractStateFunction
@@ -73,7 +73,7 @@ def _variant_criteria(mechanism, resolved, t, y, params):
 
     q, qd, P = _active(resolved, _index(active_f), state_of)
     Wq, Wp = jax.lax.stop_gradient((q, params))
-    W = metric_rows(inertia.mass_matrix(mechanism, Wq, Wp), jax.lax.stop_gradient(P))
+    W = metric_rows(algebra.mass_matrix(mechanism, Wq, Wp), jax.lax.stop_gradient(P))
     kappa = jnp.stack([set_criterion(W, jnp.asarray(r.ind)) for r in resolved])
     return q, qd, kappa
 
@@ -109,12 +109,12 @@ def _initial_variant(mechanism, resolved, t0, q0, params) -> Array:
     structure = mechanism.structure
     if structure.rank:
         C = constraint_jacobian(mechanism, q0, t0, params)[jnp.asarray(structure.independent_rows)]
-        W = tangent_rows(inertia.mass_matrix(mechanism, q0, params), C)
+        W = tangent_rows(algebra.mass_matrix(mechanism, q0, params), C)
     else:
         r = resolved[0]
         branch = r.branch_of(q0, params)
         terms = r.terms(t0, q0[np.asarray(r.ind)], jnp.zeros(len(r.ind), q0.dtype), params, branch)
-        M = inertia.mass_matrix(mechanism, q0, params)
+        M = algebra.mass_matrix(mechanism, q0, params)
         W = metric_rows(M, jnp.linalg.qr(r.transpose_D(terms.A))[0])
     W = jax.lax.stop_gradient(W)
     return jnp.argmax(jnp.stack([set_criterion(W, jnp.asarray(r.ind)) for r in resolved]))

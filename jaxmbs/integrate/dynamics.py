@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from .._internal.checks import state_vector
 from .._internal.types import Array, Coordinates, Params, Velocities
 from ..formulations import AbstractFormulation, get_formulation
-from ..kinematics import inertia
+from ..kinematics import algebra
 from ..kinematics.constraints import (
     constraint_jacobian,
     position_residual,
@@ -38,7 +38,7 @@ def equation_terms(
     """M, Q, C and Γ̄ at one state, with C in the form the formulation reads
     (`AbstractFormulation.constraint_jacobian`; dense for `formulation=None`) and Γ̄ as the
     stabilisation leaves it (`AbstractStabilization.stabilized_gamma`)."""
-    M = inertia.mass_matrix(mechanism, q, params)
+    M = algebra.mass_matrix(mechanism, q, params)
     Q = mechanism.forces(t, q, qd, params)
     if formulation is None:
         C = constraint_jacobian(mechanism, q, t, params)

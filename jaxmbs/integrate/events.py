@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._internal.types import Array, Params, PyTree
-from ..kinematics import algebra, inertia
+from ..kinematics import algebra
 from ..kinematics.constraints import constraint_jacobian, stored_constraint_jacobian
 from ..model import Mechanism
 
@@ -65,5 +65,5 @@ def mass_pivot(mechanism: Mechanism, q: Array, params: Params):
     to singular (the lock of a body in Euler angles, where sin θ = 0; NaN where M is not
     positive definite), by the structure's algebra (`AbstractAlgebra.mass_pivots`: with the
     sparsity known, block by block, no LAPACK call under `vmap`)."""
-    d = mechanism.structure.algebra.mass_pivots(inertia.mass_matrix(mechanism, q, params))
+    d = mechanism.structure.algebra.mass_pivots(algebra.mass_matrix(mechanism, q, params))
     return jnp.min(d) / jnp.max(d)

@@ -128,7 +128,7 @@ import jax.numpy as jnp
 from .._internal.checks import is_concrete
 from .._internal.types import Array, Coordinates, Velocities
 from ..formulations import AbstractFormulation
-from ..kinematics import inertia
+from ..kinematics import algebra
 from ..kinematics.constraints import constraint_jacobian, position_residual
 from .dynamics import equation_terms
 from .solvers import ProjectedSolver
@@ -196,7 +196,7 @@ class StepEquations(eqx.Module):
         t1, h, q, qd, a, qdd, params = theta
         n = structure.n
         q1, qd1, _ = self.coefficients.update(x[:n], h, q, qd, a, qdd)
-        M = inertia.mass_matrix(mechanism, q1, params)
+        M = algebra.mass_matrix(mechanism, q1, params)
         force = M @ x[:n] - mechanism.forces(t1, q1, qd1, params)
         if structure.rank == 0:
             return force

@@ -12,7 +12,7 @@ import numpy as np
 
 from .._internal.checks import is_concrete
 from .._internal.types import Array, Params
-from ..kinematics import inertia
+from ..kinematics import algebra
 from ..kinematics.algebra import algebra_of
 from ..kinematics.constraints import position_residual, velocity_residual
 
@@ -45,7 +45,7 @@ def mass_matrix_checks(mechanism: Mechanism, q, params) -> tuple[Array, Array]:
     """(symmetric, positive definite) for M(q): |M − Mᵀ| ≤ 1e-10 max |M|, and a Cholesky
     factor with a finite, positive diagonal (`AbstractAlgebra.mass_pivots`: block by block
     where the structure is banded)."""
-    M = inertia.mass_matrix(mechanism, q, params)
+    M = algebra.mass_matrix(mechanism, q, params)
     pivots = algebra_of(mechanism).mass_pivots(M)
     definite = jnp.all(jnp.isfinite(pivots)) & jnp.all(pivots > 0)
     scale = jnp.max(jnp.abs(M), initial=1.0)

@@ -28,7 +28,7 @@ import numpy as np
 
 from .._internal.checks import coordinate_indices
 from .._internal.types import Array, Coordinates, Params
-from ..kinematics import inertia
+from ..kinematics import algebra
 from ..kinematics.constraints import (
     constraint_jacobian,
     position_residual,
@@ -96,7 +96,7 @@ def compact_equations(
     )
     gamma = gamma[jnp.asarray(structure.independent_rows)]
     xi = jnp.zeros_like(q).at[dep].set(jsl.lu_solve(lu, gamma))  # [0; ξ], eq 10
-    M = inertia.mass_matrix(mechanism, q, params)
+    M = algebra.mass_matrix(mechanism, q, params)
     Q = mechanism.forces(t, q, qd, params)
     Md = Dt.T @ M @ Dt  # eq 13
     hd = Dt.T @ (Q - M @ xi)  # eq 14
@@ -126,7 +126,7 @@ def _criteria(mechanism, t, q, perm, params):
     structure = mechanism.structure
     k = structure.dof
     q, params = jax.lax.stop_gradient((q, params))
-    M = inertia.mass_matrix(mechanism, q, params)
+    M = algebra.mass_matrix(mechanism, q, params)
     C = independent_rows(mechanism, t, q, params)
     W = tangent_rows(M, C)
     best = permutation(pivoted_choice(W))

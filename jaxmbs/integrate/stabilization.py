@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 
 from .._internal.types import Array, Coordinates, Params, Velocities
-from ..kinematics import inertia
+from ..kinematics import algebra
 from ..kinematics.constraints import (
     position_residual,
     stored_constraint_jacobian,
@@ -55,10 +55,9 @@ def _corrector(
     known, block Cholesky factors of M, small unrolled factorisations, no library calls for
     small mechanisms, an implicit derivative; else dense Cholesky factorisations).
     """
-    algebra = mechanism.structure.algebra
-    M = inertia.mass_matrix(mechanism, q, params)
+    M = algebra.mass_matrix(mechanism, q, params)
     J = stored_constraint_jacobian(mechanism, q, t, params)
-    solver = algebra.range_space_solver(M, J, rows)
+    solver = mechanism.structure.algebra.range_space_solver(M, J, rows)
 
     def correct(residual):
         padded = jnp.zeros(J.shape[0], residual.dtype).at[: residual.shape[0]].set(residual)

@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import optimistix as optx
 
 from .._internal.types import Array, Params
-from ..kinematics import inertia
+from ..kinematics import algebra
 from ..kinematics.constraints import constraint_jacobian
 from .solvers import DelegatingSolver, rejected_unless
 from .state_space import AbstractStateSpace
@@ -162,6 +162,6 @@ def multipliers_from_accelerations(
     """Minimum-norm λ with M q̈ + Cᵀλ = Q at a state whose accelerations are known: the
     least-squares solution of C_Iᵀ λ_I = Q − M q̈, expanded over redundant rows."""
     Q = mechanism.forces(t, q, qd, params)
-    M = inertia.mass_matrix(mechanism, q, params)
+    M = algebra.mass_matrix(mechanism, q, params)
     C = constraint_jacobian(mechanism, q, t, params)
     return mechanism.structure.reaction_multipliers(C, Q - M @ qdd)

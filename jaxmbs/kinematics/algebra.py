@@ -7,7 +7,7 @@ independent rows R (Pękal–Frączek 2016, eq 2.5 on C_R; the Wang–Huston for
 
 or tests the rank of C along the motion does it through the methods of the mechanism's
 algebra (`Structure.algebra`; `algebra_of` also covers a mechanism whose structure is not
-known). There are two:
+known; `mass_matrix` evaluates M through it). There are two:
 
 - [`DenseAlgebra`][]: no sparsity pattern known. C by n Jacobian-vector products, M from the
   model, dense Cholesky factorisations (LAPACK), the rank by the QR of C_Iᵀ.
@@ -45,7 +45,7 @@ from .._internal.linalg import MAX_BLOCK
 from .._internal.types import Array, Coordinates, Model, Params
 from . import banded
 from .compressed import CompressedJacobian, DenseJacobian, StoredJacobian
-from .sparsity import BandPlan, Sparsity, band_plan
+from .sparsity import Sparsity
 
 #: Gram pivots above this fraction of their scale clear a configuration without the QR (their
 #: error, about ε‖C‖²/pivot, is then below 1e-11 of the scale for a hundred rows).
@@ -183,9 +183,9 @@ class BandedAlgebra(AbstractAlgebra):
     dependent_rows: tuple[int, ...]
     preferred_method: ClassVar[str] = "banded"
 
-    def plan(self, rows: tuple[int, ...]) -> BandPlan:
+    def plan(self, rows: tuple[int, ...]) -> banded.BandPlan:
         """The band plan of A = C_R M⁻¹C_Rᵀ for the rows R (cached)."""
-        return band_plan(self.sparsity, tuple(rows))
+        return banded.band_plan(self.sparsity, tuple(rows))
 
     def jacobian(self, residual, qd):
         return self.sparsity.compressed_jacobian(residual, qd)
@@ -198,9 +198,13 @@ class BandedAlgebra(AbstractAlgebra):
         return CompressedJacobian(self.sparsity.probes(residual, qd), self.sparsity)
 
     def mass_matrix(self, mechanism, q, params):
-        """M from `mechanism.mass_product` along the colour groups of M's pattern when the
-        mechanism has a product and the groups are fewer than n (`jaxmbs.kinematics.inertia`:
-        M[i, j] = (M s_colour(j))[i] on the pattern)."""
+        """M from `mechanism.mass_product` along the colour groups s_k of M's pattern,
+        M[i, j] = (M s_colour(j))[i] on the pattern, when the mechanism has a product and the
+        groups are fewer than n (Curtis–Powell–Reid grouping, as for C). For a mechanism built
+        from its kinetic energy (`Mechanism.from_lagrangian`), M = ∂²T/∂q̇² and the dense
+        Hessian is n Hessian-vector products; spatial bodies in Euler angles have a diagonal
+        translational part and a 3×3 rotational block each, so 3 products give M for any
+        number of bodies (McPherson strut, n = 30: 10× less work)."""
         product = mechanism.mass_product
         if product is None or self.sparsity.n_mass_colours >= mechanism.n:
             return mechanism.mass_matrix(q, params)
@@ -252,3 +256,10 @@ DENSE = DenseAlgebra()
 def algebra_of(mechanism: Model) -> AbstractAlgebra:
     """The mechanism's algebra (`Structure.algebra`), dense where no structure is known."""
     return DENSE if mechanism.structure is None else mechanism.structure.algebra
+
+
+def mass_matrix(mechanism: Model, q: Coordinates, params: Params) -> Array:
+    """M(q) (Pękal–Frączek 2016, eq 2.1), shape (n, n), as the engine evaluates it: by the
+    mechanism's algebra (`AbstractAlgebra.mass_matrix`), on M's sparsity pattern where that
+    pays."""
+    return algebra_of(mechanism).mass_matrix(mechanism, q, params)

@@ -1,4 +1,5 @@
-"""Sparse range-space solve of the equations of motion (the `"banded"` formulation).
+"""The band plan and the sparse range-space kernels of the banded algebra (the `"banded"`
+formulation, the projection, the rank screen).
 
 With the independent constraint rows R (Pękal–Frączek 2016, eq 2.5 on C_R) and a
 block-diagonal M = L Lᵀ, eliminating q̈ gives the Wang–Huston form (eqs 3.40–3.41)
@@ -6,7 +7,7 @@ block-diagonal M = L Lᵀ, eliminating q̈ gives the Wang–Huston form (eqs 3.4
     G = C_R L⁻ᵀ,    (G Gᵀ) λ_R = G L⁻¹Q − Γ_R,    q̈ = L⁻ᵀ (L⁻¹Q − Gᵀ λ_R).
 
 A = G Gᵀ = C_R M⁻¹ C_Rᵀ is symmetric positive definite. The static
-`jaxmbs.kinematics.sparsity.BandPlan` decides how it is factorised:
+`BandPlan` (below) decides how it is factorised:
 
 - one dense block (small or hardly banded systems): a LAPACK Cholesky of A for one
   system; across a vmapped batch, unrolled kernels that factorise A within each solve
@@ -18,21 +19,147 @@ A = G Gᵀ = C_R M⁻¹ C_Rᵀ is symmetric positive definite. The static
 `factor` depends on M and C only and `solve` is linear in (Q, Γ), so a derivative costs one
 more `solve` with the same factors, and several right-hand sides share one factorisation
 (`range_space_solver`; the chord Newton of the projection).
+
+The plan (`band_plan`): with M = L Lᵀ block-diagonal, G = C_I L⁻ᵀ keeps the sparsity of C and
+the Schur complement A = C_I M⁻¹ C_Iᵀ = G Gᵀ of the augmented system (Pękal–Frączek 2016,
+eq 2.5; the matrix of the Wang–Huston form, eq 3.41) is banded once its rows are put in
+reverse Cuthill–McKee order (`scipy.sparse.csgraph.reverse_cuthill_mckee`). The plan holds
+the static index maps that gather only the columns each block of rows touches.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from scipy import sparse
+from scipy.sparse import csgraph
 
 from .._internal import linalg
+from .._internal.linalg import MAX_BLOCK
 from .._internal.types import Array
 from .compressed import StoredJacobian
-from .sparsity import BandPlan
+from .sparsity import Sparsity
+
+#: Up to this many constraint rows, C M⁻¹ Cᵀ is factorised as one dense block (LAPACK).
+DENSE_ROWS = 24
+
+
+def _components(pattern: np.ndarray) -> list[list[int]]:
+    """Connected components of a symmetric boolean pattern, each sorted, by first index."""
+    _, label = csgraph.connected_components(sparse.csr_array(pattern), directed=False)
+    first = {}
+    for i, c in enumerate(label):
+        first.setdefault(int(c), []).append(i)
+    return list(first.values())
+
+
+def _packed(components: list[list[int]], size: int) -> list[list[int]]:
+    """Consecutive components merged into blocks of at most `size` coordinates (a block of M
+    made of several components is block-diagonal itself, so its Cholesky factor is exact).
+    Spatial bodies in Euler angles have M-components {x}, {y}, {z}, {φ, θ, ψ}: packed, 2 blocks
+    of 3 per body instead of 4 blocks padded to 3, which halves the columns of G = C L⁻ᵀ."""
+    blocks: list[list[int]] = []
+    for cols in components:
+        if blocks and len(blocks[-1]) + len(cols) <= size:
+            blocks[-1] = sorted(blocks[-1] + cols)
+        else:
+            blocks.append(list(cols))
+    return blocks
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class BandPlan:
+    """Static index maps for the block-tridiagonal factorisation of A = G Gᵀ, G = C_R L⁻ᵀ.
+
+    Out-of-range indices (the number of constraint rows, n, or the number of M-blocks) mark
+    padding and gather zeros.
+
+    **Fields:**
+
+    - `rows`: (nb, w) constraint rows of each block of A, in reverse Cuthill–McKee order.
+    - `next_rows`: (nb, w) the rows of the following block (padding after the last).
+    - `padded`: (nb, w) true for padding rows (identity on A's diagonal).
+    - `mass_blocks`: (nMb, b) coordinates of each diagonal block of M (padded).
+    - `windows`: (nb, Wb) the M-blocks that the rows of blocks k and k+1 touch.
+    - `columns`: (nb, Wb, b) their coordinates.
+    - `block_of`, `slot_of`: for each coordinate, its M-block and position in it.
+    """
+
+    rows: np.ndarray
+    next_rows: np.ndarray
+    padded: np.ndarray
+    mass_blocks: np.ndarray
+    windows: np.ndarray
+    columns: np.ndarray
+    block_of: np.ndarray
+    slot_of: np.ndarray
+
+    @property
+    def unrolled(self) -> bool:
+        """Whether every factorisation of the plan is an unrolled kernel under `vmap` (blocks
+        of M and of A no larger than `MAX_BLOCK`): then a vmapped solve calls no LAPACK
+        routine, which matters on CPU (see `jaxmbs.monte_carlo`). A single system's dense
+        block of A goes to LAPACK (`jaxmbs._internal.linalg.cho_factor`)."""
+        return max(self.mass_blocks.shape[1], self.rows.shape[1]) <= MAX_BLOCK
+
+
+@functools.lru_cache(maxsize=64)
+def band_plan(sparsity: Sparsity, rows: tuple[int, ...]) -> BandPlan:
+    """The band plan of A = C_R M⁻¹ C_Rᵀ for the constraint rows R = `rows` (independent)."""
+    n, r, k = sparsity.n, len(rows), len(sparsity.jacobian)
+    blocks = _components(sparsity.mass_pattern)
+    b = max(len(c) for c in blocks)
+    blocks = _packed(blocks, b)
+    mass_blocks = np.full((len(blocks) + 1, b), n)  # the last one: a padding block
+    block_of, slot_of = np.zeros(n, dtype=int), np.zeros(n, dtype=int)
+    for i, cols in enumerate(blocks):
+        mass_blocks[i, : len(cols)] = cols
+        block_of[cols], slot_of[cols] = i, np.arange(len(cols))
+    # Which M-blocks each constraint row touches (G = C L⁻ᵀ fills whole blocks).
+    touches = np.zeros((r + 1, len(blocks)), dtype=bool)
+    jac = sparsity.jacobian_pattern[list(rows)]
+    for i in range(r):
+        touches[i, block_of[jac[i]]] = True
+    adjacency = (touches[:r].astype(np.int64) @ touches[:r].T.astype(np.int64)) > 0
+    # Reverse Cuthill–McKee: breadth first from a low-degree node, reversed (small bandwidth).
+    order = np.arange(r)
+    if r:
+        graph = sparse.csr_array(adjacency & ~np.eye(r, dtype=bool))
+        order = csgraph.reverse_cuthill_mckee(graph, symmetric_mode=True).astype(int)
+    position = np.empty(r, dtype=int)
+    position[order] = np.arange(r)
+    i, j = np.nonzero(adjacency)
+    w = max(1, int(np.max(np.abs(position[i] - position[j]), initial=0)))
+    if r <= DENSE_ROWS or 2 * w >= r or w > MAX_BLOCK:  # small or hardly banded: one block
+        w = max(r, 1)
+    nb = -(-r // w) if r else 1
+    local = np.full(nb * w, r)  # positions among `rows`; r marks padding
+    local[:r] = order
+    local = local.reshape(nb, w)
+    window_sets = [
+        np.flatnonzero(touches[local[q : q + 2].reshape(-1)].any(axis=0)) for q in range(nb)
+    ]
+    windows = np.full((nb, max(1, max(len(s) for s in window_sets))), len(blocks))
+    for q, s in enumerate(window_sets):
+        windows[q, : len(s)] = s
+    index = np.int32  # gathers must work without jax_enable_x64 as well
+    block_rows = np.append(np.asarray(rows), k)[local]
+    return BandPlan(
+        rows=block_rows.astype(index),
+        next_rows=np.concatenate([block_rows[1:], np.full((1, w), k)]).astype(index),
+        padded=local == r,
+        mass_blocks=mass_blocks[:-1].astype(index),
+        windows=windows.astype(index),
+        columns=mass_blocks[windows].astype(index),
+        block_of=block_of.astype(index),
+        slot_of=slot_of.astype(index),
+    )
 
 
 class RangeSpaceFactor(NamedTuple):

@@ -34,7 +34,7 @@ import jax.scipy.linalg as jsl
 
 from .._internal.checks import coordinate_indices
 from .._internal.types import Array, Coordinates, MassMatrix, Model, Params
-from . import inertia
+from . import algebra
 from .constraints import constraint_jacobian
 from .structure import with_known_structure
 
@@ -104,7 +104,7 @@ def projective_criterion(
     CM⁻¹Cᵀ), so cos²α + cos²β = 1 is a check, not an identity of the code.
     """
     mechanism, q, params = _at(mechanism, q, t, params)
-    M = inertia.mass_matrix(mechanism, q, params)
+    M = algebra.mass_matrix(mechanism, q, params)
     C = independent_rows(mechanism, t, q, params)
     W = tangent_rows(M, C)
     cos2_alpha = jnp.sum(W * W, axis=1)
@@ -182,7 +182,7 @@ def independent_coordinates(
         raise ValueError(f"criterion must be 'projective' or 'svd', got {criterion!r}")
     mechanism, q, params = _at(mechanism, q, t, params)
     structure = mechanism.structure
-    M = inertia.mass_matrix(mechanism, q, params)
+    M = algebra.mass_matrix(mechanism, q, params)
     W = tangent_rows(M, independent_rows(mechanism, t, q, params), criterion == "svd")
     return permutation(pivoted_choice(W))[: structure.dof]
 
@@ -206,6 +206,6 @@ def partition_criterion(
         raise ValueError(
             f"{len(idx)} independent coordinates given; the mechanism has k = {structure.dof}"
         )
-    M = inertia.mass_matrix(mechanism, q, params)
+    M = algebra.mass_matrix(mechanism, q, params)
     W = tangent_rows(M, independent_rows(mechanism, t, q, params))
     return set_criterion(W, jnp.asarray(idx))

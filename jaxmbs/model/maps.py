@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._internal.types import Array, ArrayLike
-from ..kinematics import inertia
+from ..kinematics import algebra
 from .mechanism import Mechanism
 
 MapFn = Callable[..., Array]  # (θ, p) -> x
@@ -118,13 +118,13 @@ def map_coordinates(
 
     def mass_matrix(th, p):
         J = jacobian(th, p)
-        M = J.T @ inertia.mass_matrix(mechanism, f(th, p), p) @ J
+        M = J.T @ algebra.mass_matrix(mechanism, f(th, p), p) @ J
         return (M + M.T) / 2  # symmetric to round-off also in float32
 
     def forces(t, th, thd, p):
         x, xd = map_velocity(f, th, thd, p)
         bias = map_acceleration_bias(f, th, thd, p)
-        Q = mechanism.forces(t, x, xd, p) - inertia.mass_matrix(mechanism, x, p) @ bias
+        Q = mechanism.forces(t, x, xd, p) - algebra.mass_matrix(mechanism, x, p) @ bias
         return jacobian(th, p).T @ Q
 
     def pulled_constraints(t, th, p):

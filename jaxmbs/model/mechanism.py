@@ -61,7 +61,7 @@ class Mechanism(eqx.Module):
     - `reference_t`: the time at which the reference configuration is taken.
     - `mass_product`: `(q, v, p) -> M(q) v` (optional), cheaper than a column of
       `mass_matrix`; with it the engine forms M from one product per colour of M's sparsity
-      pattern (`jaxmbs.kinematics.inertia`). `from_lagrangian` supplies it.
+      pattern (`jaxmbs.kinematics.algebra.mass_matrix`). `from_lagrangian` supplies it.
     - `elements`: the force elements inside `forces` and `potential_energy`, for reading
       their forces and power back (`jaxmbs.joints.forces.ElementSet`; the builders set it).
     - `joints`: the joints the constraints were built from, for pictures of the mechanism
