@@ -355,7 +355,11 @@ def options_section(
             continue
         try:
             first, steady, result = _timed_batch(
-                case, tol, method=method, stabilization=stabilization, check_rank=check_rank
+                case,
+                tol,
+                method=method,
+                stabilization=stabilization,
+                rank_rtol=1e-8 if check_rank else None,
             )
         except Exception as error:  # noqa: BLE001 - a method that cannot run this mechanism
             print(f"| {method} | {stabilization} | {check_rank} | {type(error).__name__} |")

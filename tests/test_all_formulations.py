@@ -362,7 +362,7 @@ def runs():
     # Each formulation in all coordinates (`method="partitioning"` alone would be the
     # partition-switching state space, tested in test_partitioning_switching.py).
     sols = {
-        name: run(get_formulation(name), rtol=1e-12, atol=1e-12, check_rank=False)
+        name: run(get_formulation(name), rtol=1e-12, atol=1e-12, rank_rtol=None)
         for name in jaxmbs.METHODS
     }
     return mech, run, sols

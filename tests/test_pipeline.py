@@ -46,7 +46,7 @@ CASES = {
         stabilization=jaxmbs.Baumgarte(alpha=5.0, beta=5.0),
         rtol=1e-9,
         atol=1e-9,
-        check_rank=False,
+        rank_rtol=None,
         max_steps=5000,
     ),
     "projection-dopri8-constant": dict(

@@ -153,7 +153,7 @@ def test_free_body_conserves_energy_and_angular_momentum():
         (0.0, 10.0),
         saveat=ts,
         stabilization="none",
-        check_rank=False,
+        rank_rtol=None,
         rtol=1e-11,
         atol=1e-11,
     )

@@ -189,7 +189,7 @@ def lapack_free(mechanism: Mechanism, **simulate_options) -> bool:
         and get_formulation(options["method"], mechanism).lapack_free(mechanism)
         and get_stabilization(options["stabilization"]).lapack_free(mechanism)
         and (solver is None or isinstance(solver, diffrax.AbstractERK))
-        and not (options["check_rank"] and structure.rank > MAX_BLOCK)
+        and not (options["rank_rtol"] is not None and structure.rank > MAX_BLOCK)
     )
 
 

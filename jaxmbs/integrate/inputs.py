@@ -114,7 +114,7 @@ def check_options(
     atol,
     dt0,
     max_steps: int,
-    rank_rtol: float,
+    rank_rtol: float | None,
     consistency_tol: float,
 ) -> None:
     """Reject invalid arguments of `simulate` before anything is traced, naming the argument:
@@ -148,7 +148,7 @@ def check_options(
         v = _concrete_values(name, value)
         if v is not None and not (np.all(np.isfinite(v)) and np.all(v >= 0)):
             raise ValueError(f"{name} must be finite and non-negative, got {value!r}")
-    if not 0.0 < rank_rtol < 1.0:
+    if rank_rtol is not None and not 0.0 < rank_rtol < 1.0:
         raise ValueError(f"rank_rtol must lie in (0, 1), got {rank_rtol!r}")
     if isinstance(max_steps, bool) or not isinstance(max_steps, int | np.integer) or max_steps < 1:
         raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")

@@ -36,7 +36,7 @@ from ..kinematics.constraints import (
     velocity_residual_and_gamma,
 )
 from ..kinematics.criteria import (
-    independent_rows,
+    independent_jacobian,
     permutation,
     pivoted_choice,
     set_criterion,
@@ -127,7 +127,7 @@ def _criteria(mechanism, t, q, perm, params):
     k = structure.dof
     q, params = jax.lax.stop_gradient((q, params))
     M = algebra.mass_matrix(mechanism, q, params)
-    C = independent_rows(mechanism, t, q, params)
+    C = independent_jacobian(mechanism, q, t, params)
     W = tangent_rows(M, C)
     best = permutation(pivoted_choice(W))
     pivots = jnp.abs(jnp.diag(jnp.linalg.qr(C.T)[1]))

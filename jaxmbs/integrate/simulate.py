@@ -14,7 +14,7 @@ can be jit-ed, vmapped over q0, q̇0 and the parameters, and differentiated.
   coordinates degenerated) → `singular_configuration` at the event's time;
 - diffrax's step-size floor: the default controller (or a given `PIDController` without a
   floor) stops when a step would be shorter than `STEP_COLLAPSE` · (t1 − t0) (at least
-  100 ε |t|). With the rank check on (`check_rank=True`, the default), a step size
+  100 ε |t|). With the rank check on (`rank_rtol`, default 1e-8), a step size
   collapsing while C's independent rows are near rank loss, or M near singular (relative
   pivot of either below `COLLAPSE_PIVOT` at the last state reached), is a lock or toggle
   position, or the gimbal lock of Euler angles → `singular_configuration`; otherwise (a NaN
@@ -72,6 +72,8 @@ from .switching import Switching
 if TYPE_CHECKING:
     from ..model import Mechanism
 
+#: rtol and atol of the default step-size controller.
+DEFAULT_TOLERANCE = 1e-8
 #: The smallest step, relative to t1 − t0, before the solve stops as collapsed.
 STEP_COLLAPSE = 1e-10
 #: Relative pivot of C's independent rows (or of M's Cholesky factor) below which a collapsed
@@ -103,8 +105,8 @@ def simulate(
     *,
     method: str | AbstractFormulation | AbstractStateSpace = "auto",
     stabilization: str | AbstractStabilization = "projection",
-    rtol: float | Array = 1e-8,
-    atol: float | Array = 1e-8,
+    rtol: float | Array | None = None,
+    atol: float | Array | None = None,
     saveat: ArrayLike | None = None,
     solver: diffrax.AbstractSolver | AbstractStepper | None = None,
     stepsize_controller: diffrax.AbstractStepSizeController | None = None,
@@ -113,8 +115,7 @@ def simulate(
     max_steps: int = 100_000,
     adjoint: diffrax.AbstractAdjoint | None = None,
     consistency_tol: float = 1e-6,
-    check_rank: bool = True,
-    rank_rtol: float = 1e-8,
+    rank_rtol: float | None = 1e-8,
     progress_meter: diffrax.AbstractProgressMeter | None = None,
     event: diffrax.Event | None = None,
     throw: bool = True,
@@ -134,8 +135,9 @@ def simulate(
       (`jaxmbs.PartitionedCoordinates(...)`, `jaxmbs.ClosingConditions(...)`).
     - `stabilization`: `"none"`, `"baumgarte"`, `"projection"` or an instance
       (e.g. `jaxmbs.Baumgarte(alpha=5, beta=5)`).
-    - `rtol`, `atol`: tolerances of the PID step-size controller (traced: other values
-      reuse the compiled solve).
+    - `rtol`, `atol`: tolerances of the default step-size controller (default 1e-8 each;
+      traced: other values reuse the compiled solve). With a `stepsize_controller` of your
+      own, give them to it instead (passing both is an error).
     - `saveat`: output times (None: t1 only).
     - `solver`: a diffrax solver (default `diffrax.Tsit5()`). For a stiff mechanism (stiff
       springs, bushings, tyres) an implicit one, e.g. `diffrax.Kvaerno5()`; its default
@@ -146,7 +148,8 @@ def simulate(
       constant step (`stepsize_controller=diffrax.ConstantStepSize()`, `dt0`) or steps
       set by its local error estimate.
     - `stepsize_controller`: a diffrax step-size controller (default
-      `diffrax.PIDController(rtol=rtol, atol=atol)`; when given, `rtol` and `atol` are unused).
+      `diffrax.PIDController(rtol=rtol, atol=atol)`, with the step-size floor and error norm
+      of the module notes).
     - `params`: parameters replacing the mechanism's (convenient for `jax.grad`); a partial
       mapping replaces only its keys.
     - `dt0`: initial step (None: chosen automatically).
@@ -157,8 +160,9 @@ def simulate(
       has a root finder; and `diffrax.ForwardMode()` when `simulate` is differentiated by
       `jax.jvp`/`jax.jacfwd`); a diffrax adjoint given is used as is.
     - `consistency_tol`: the largest |Φ(q0)| and |c(q0, q̇0)| accepted.
-    - `check_rank`: stop with `RESULTS.singular_configuration` if the rank of C changes.
-    - `rank_rtol`: relative pivot size below which the rank is taken to change, in (0, 1).
+    - `rank_rtol`: the rank check: stop with `RESULTS.singular_configuration` where the
+      rank of C changes, i.e. a relative pivot falls below `rank_rtol`, in (0, 1); `None`:
+      no rank check.
     - `progress_meter`: e.g. `diffrax.TqdmProgressMeter()` for long runs.
     - `event`: a `diffrax.Event` whose condition functions take `(t, (q, q̇), params)`; the
       run stops at the first crossing (located by the event's root finder, if any) and
@@ -169,6 +173,13 @@ def simulate(
 
     **Returns:** a [`jaxmbs.Solution`][].
     """
+    if stepsize_controller is not None and (rtol is not None or atol is not None):
+        raise ValueError(
+            "rtol and atol set the default step-size controller; with stepsize_controller="
+            f"{type(stepsize_controller).__name__}(...) give the tolerances to it instead"
+        )
+    rtol = DEFAULT_TOLERANCE if rtol is None else rtol
+    atol = DEFAULT_TOLERANCE if atol is None else atol
     check_options(
         t_span=t_span, saveat=saveat, rtol=rtol, atol=atol, dt0=dt0, max_steps=max_steps,
         rank_rtol=rank_rtol, consistency_tol=consistency_tol,
@@ -192,7 +203,7 @@ def simulate(
         dt0=dt0,
         max_steps=max_steps,
         consistency_tol=consistency_tol,
-        rank_rtol=rank_rtol if check_rank else None,
+        rank_rtol=rank_rtol,
     )
     if throw and is_concrete(q0, qd0, t0, params):
         check = eqx.filter_jit(initial_checks)(mechanism, t0, q0, qd0, params, consistency_tol)

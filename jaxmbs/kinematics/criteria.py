@@ -67,7 +67,7 @@ def tangent_rows(M: MassMatrix, C: Array, metric: bool = True) -> Array:
     return metric_rows(M, jnp.linalg.qr(C.T, mode="complete")[0][:, r:], metric)
 
 
-def independent_rows(mechanism: Model, t, q, params) -> Array:
+def independent_jacobian(mechanism: Model, q, t, params) -> Array:
     """The independent rows C_I of the constraint Jacobian (the static row selection of the
     mechanism's structure)."""
     rows = jnp.asarray(mechanism.structure.independent_rows)
@@ -105,7 +105,7 @@ def projective_criterion(
     """
     mechanism, q, params = _at(mechanism, q, t, params)
     M = algebra.mass_matrix(mechanism, q, params)
-    C = independent_rows(mechanism, t, q, params)
+    C = independent_jacobian(mechanism, q, t, params)
     W = tangent_rows(M, C)
     cos2_alpha = jnp.sum(W * W, axis=1)
     Mf = jsl.cho_factor(M, lower=True)
@@ -126,7 +126,7 @@ def svd_criterion(
     enter (Blajer et al. 1994, §6, the comparison with the SVD choice). Shape (n,).
     """
     mechanism, q, params = _at(mechanism, q, t, params)
-    C = independent_rows(mechanism, t, q, params)
+    C = independent_jacobian(mechanism, q, t, params)
     _, _, Vt = jnp.linalg.svd(C, full_matrices=True)
     null = Vt[C.shape[0] :]
     return jnp.sum(null * null, axis=0)
@@ -183,7 +183,7 @@ def independent_coordinates(
     mechanism, q, params = _at(mechanism, q, t, params)
     structure = mechanism.structure
     M = algebra.mass_matrix(mechanism, q, params)
-    W = tangent_rows(M, independent_rows(mechanism, t, q, params), criterion == "svd")
+    W = tangent_rows(M, independent_jacobian(mechanism, q, t, params), criterion == "svd")
     return permutation(pivoted_choice(W))[: structure.dof]
 
 
@@ -207,5 +207,5 @@ def partition_criterion(
             f"{len(idx)} independent coordinates given; the mechanism has k = {structure.dof}"
         )
     M = algebra.mass_matrix(mechanism, q, params)
-    W = tangent_rows(M, independent_rows(mechanism, t, q, params))
+    W = tangent_rows(M, independent_jacobian(mechanism, q, t, params))
     return set_criterion(W, jnp.asarray(idx))
