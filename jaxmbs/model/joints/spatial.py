@@ -627,6 +627,77 @@ def relative_angle(
     return jnp.arctan2(dot(a, jnp.cross(u_i, u_j)), dot(u_i, u_j))
 
 
+def _constraint_groups(
+    joint_groups: dict[str, tuple[int, ...]], n_normalization: int
+) -> dict[str, tuple[int, ...]]:
+    """The constraint groups: first `"normalization"` (eᵀe − 1 = 0 of every Euler-parameter
+    body), then each joint's rows, shifted past them."""
+    groups = {NORMALIZATION: tuple(range(n_normalization))} if n_normalization else {}
+    if NORMALIZATION in joint_groups and groups:
+        raise ValueError(f"the joint name {NORMALIZATION!r} is the normalisations' group")
+    for name, rows in joint_groups.items():
+        groups[name] = tuple(r + n_normalization for r in rows)
+    return groups
+
+
+def _kinetic_energy(layout: Layout, bodies: tuple[Body, ...]) -> Callable:
+    """T(q, q̇, p) = ½ Σ mᵢ|ṙᵢ|² + ½ Σ ωᵢᵀJᵢωᵢ (module docstring), plus ½ J̄ (2 eᵀė)² for every
+    Euler-parameter body, zero on the constraint manifold eᵀe = 1, which makes M regular."""
+    euler = layout.bodies_of(EULER_PARAMETERS)
+
+    def kinetic_energy(q, qd, p):
+        m = jnp.stack([value(b.mass, p) for b in bodies]).astype(q.dtype)
+        J = jnp.stack([inertia_tensor(b.inertia, p) for b in bodies]).astype(q.dtype)
+        omega = layout.body_angular_velocities(q, qd)
+        translation = jnp.sum(m * jnp.sum(layout.positions(qd) ** 2, axis=1))
+        T = 0.5 * translation + 0.5 * jnp.sum(omega * matvec(J, omega))
+        if euler.size:
+            e, e_dot = layout._take(q, euler, 3, 4), layout._take(qd, euler, 3, 4)
+            J_mean = jnp.trace(J[euler], axis1=-2, axis2=-1) / 3
+            T = T + 2 * jnp.sum(J_mean * jnp.sum(e * e_dot, axis=-1) ** 2)
+        return T
+
+    return kinetic_energy
+
+
+def _constraint_functions(
+    layout: Layout, holonomic: Sequence, pfaffian: Sequence
+) -> tuple[Callable | None, Callable | None]:
+    """Φ(t, q, p) — the normalisations eᵀe − 1 of the Euler-parameter bodies, then the
+    holonomic joints' residuals — and ψ(t, q, q̇, p) of the Pfaffian joints, jit-wrapped;
+    `None` where there are no such rows."""
+    normalized = layout.bodies_of(EULER_PARAMETERS).size > 0
+
+    def constraints(t, q, p):
+        at = layout.frames(q)
+        rows = [layout.normalization(q)] if normalized else []
+        for j in holonomic:
+            rows.append(j.residual(at, p) if isinstance(j, _TwoBodyJoint) else j(t, q, p))
+        return jnp.concatenate(rows)
+
+    def velocity_constraints(t, q, qd, p):
+        return jnp.concatenate([j(t, q, qd, p) for j in pfaffian])
+
+    return (
+        jax.jit(constraints) if holonomic or normalized else None,
+        jax.jit(velocity_constraints) if pfaffian else None,
+    )
+
+
+def _body_kinematics(layout: Layout) -> BodyKinematics:
+    """Points, relative angles and rotations of the bodies, as the force elements read them
+    (`jaxmbs.joints.forces`; the ground: body `None`)."""
+
+    def rotation_of(q, body):
+        return jnp.eye(3, dtype=q.dtype) if body is None else layout.frames(q).rotations[body]
+
+    return BodyKinematics(
+        lambda q, body, local: layout.frames(q).point(body, local),
+        functools.partial(relative_angle, layout.frames),
+        rotation_of,
+    )
+
+
 def spatial_mechanism(
     bodies: Sequence[Body],
     joints: Sequence[Joint],
@@ -655,45 +726,14 @@ def spatial_mechanism(
     layout = Layout.from_bodies(bodies)
     parts = [j.parts(layout, params, reference_q) if hasattr(j, "parts") else (j,) for j in joints]
     holonomic, pfaffian, joint_groups = split_joints([k for p in parts for k in p], n_bodies)
-    n_normalization = int(layout.bodies_of(EULER_PARAMETERS).size)
-    groups = {NORMALIZATION: tuple(range(n_normalization))} if n_normalization else {}
-    if NORMALIZATION in joint_groups and groups:
-        raise ValueError(f"the joint name {NORMALIZATION!r} is the normalisations' group")
-    for name, rows in joint_groups.items():
-        groups[name] = tuple(r + n_normalization for r in rows)
-
-    def frames(q) -> Frames:
-        return layout.frames(q)
-
-    def rotation_of(q, body):
-        return jnp.eye(3, dtype=q.dtype) if body is None else frames(q).rotations[body]
-
-    kinematics = BodyKinematics(
-        lambda q, body, local: frames(q).point(body, local),
-        functools.partial(relative_angle, frames),
-        rotation_of,
-    )
+    groups = _constraint_groups(joint_groups, int(layout.bodies_of(EULER_PARAMETERS).size))
     checked = check_elements(elements, n_bodies, params, dimension=3, n=layout.n)
-    element_set = ElementSet(checked, kinematics, dimension=3)
-
-    def masses(p):
-        return jnp.stack([value(b.mass, p) for b in bodies])
-
-    def kinetic_energy(q, qd, p):
-        m = masses(p).astype(q.dtype)
-        J = jnp.stack([inertia_tensor(b.inertia, p) for b in bodies]).astype(q.dtype)
-        omega = layout.body_angular_velocities(q, qd)
-        translation = jnp.sum(m * jnp.sum(layout.positions(qd) ** 2, axis=1))
-        T = 0.5 * translation + 0.5 * jnp.sum(omega * matvec(J, omega))
-        if n_normalization:  # ½ J̄ (2 eᵀė)², zero on the constraint manifold
-            ep = layout.bodies_of(EULER_PARAMETERS)
-            e, e_dot = layout._take(q, ep, 3, 4), layout._take(qd, ep, 3, 4)
-            J_mean = jnp.trace(J[ep], axis1=-2, axis2=-1) / 3
-            T = T + 2 * jnp.sum(J_mean * jnp.sum(e * e_dot, axis=-1) ** 2)
-        return T
+    element_set = ElementSet(checked, _body_kinematics(layout), dimension=3)
+    kinetic_energy = _kinetic_energy(layout, bodies)
 
     def potential_energy(q, p):
-        gravity_potential = -jnp.sum(masses(p) * dot(layout.positions(q), value(gravity, p)))
+        masses = jnp.stack([value(b.mass, p) for b in bodies])
+        gravity_potential = -jnp.sum(masses * dot(layout.positions(q), value(gravity, p)))
         return gravity_potential + element_set.potential(q, p)
 
     def external_forces(t, q, qd, p):
@@ -702,24 +742,15 @@ def spatial_mechanism(
             out = out + applied_forces(t, q, qd, p)
         return out
 
-    def constraints(t, q, p):
-        at = frames(q)
-        rows = [layout.normalization(q)] if n_normalization else []
-        for j in holonomic:
-            rows.append(j.residual(at, p) if isinstance(j, _TwoBodyJoint) else j(t, q, p))
-        return jnp.concatenate(rows)
-
-    def velocity_constraints(t, q, qd, p):
-        return jnp.concatenate([j(t, q, qd, p) for j in pfaffian])
-
+    constraints, velocity_constraints = _constraint_functions(layout, holonomic, pfaffian)
     # Each model function is jit-wrapped: traced once and reused by every derivative that
     # needs it, and evaluated as one compiled call (not primitive by primitive) when the
     # structure and the mass matrix are checked eagerly at the reference configuration.
     mechanism = Mechanism.from_lagrangian(
         jax.jit(kinetic_energy),
         jax.jit(potential_energy),
-        jax.jit(constraints) if holonomic or n_normalization else None,
-        jax.jit(velocity_constraints) if pfaffian else None,
+        constraints,
+        velocity_constraints,
         params,
         external_forces=(
             jax.jit(external_forces) if element_set.elements or applied_forces is not None else None
