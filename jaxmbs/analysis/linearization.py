@@ -260,16 +260,7 @@ def linearize(
     state_vector(mechanism, q, "q")
     state_vector(mechanism, qd, "qd")
     names = tuple(mechanism.coordinate_names)
-    auto = isinstance(cyclic, str) and cyclic == "auto"
-    if isinstance(cyclic, str) and not auto:
-        raise ValueError(
-            f"linearize: cyclic must be names of coordinates or 'auto', got {cyclic!r}"
-        )
-    cyc = np.zeros(0, dtype=int) if auto else _indices(cyclic, names, "cyclic")
-    named_p = _indices(positions, names, "positions")
-    named_v = _indices(velocities, names, "velocities")
-    if np.intersect1d(named_p, cyc).size:
-        raise ValueError("linearize: positions are the non-cyclic ones; a name is in both")
+    auto, cyc, named_p, named_v = _named(names, cyclic, positions, velocities)
     dtype = jnp.result_type(float)
     q, qd = jnp.asarray(q, dtype), jnp.asarray(qd, dtype)
     p = merge_params(mechanism.params, params, dtype)
@@ -280,46 +271,15 @@ def linearize(
     if known and not (np.all(np.isfinite(known_q)) and np.all(np.isfinite(known_qd))):
         raise ValueError("linearize: q or qd is not finite (NaN or inf)")
     mechanism = with_known_structure(mechanism, known_q, 0.0 if known_t is None else known_t)
-    structure, n = mechanism.structure, mechanism.n
-    holonomic = np.asarray(structure.independent_holonomic_rows, dtype=int)
-    all_rows = np.asarray(structure.independent_rows, dtype=int)
-    if known:
-        p_known = mechanism.params if known_p is None else known_p
-        C = np.asarray(_jacobian(mechanism, known_q, known_t, p_known))
-        if auto:
-            recognised = _recognised(mechanism, known_q, known_qd, known_t, p_known)
-            cyc = np.setdiff1d(np.flatnonzero(np.asarray(recognised)), named_p)
-        P = (
-            np.union1d(named_p, cyc)
-            if positions is not None
-            else _independent(C[holonomic], n, cyc, "cyclic coordinates")
-        )
-        V = (
-            np.sort(named_v)
-            if velocities is not None
-            else _independent(C[all_rows], n, np.zeros(0, int), "")
-        )
-        _check_named(C[holonomic], n, P, "positions")
-        _check_named(C[all_rows], n, V, "velocities")
-    elif auto:
-        raise ValueError(
-            "linearize: cyclic='auto' needs a concrete state (not under jit): name them"
-        )
-    elif positions is not None and velocities is not None:
-        P, V = np.union1d(named_p, cyc), np.sort(named_v)
-        if P.size != n - holonomic.size or V.size != n - all_rows.size:
-            raise ValueError(
-                f"linearize: {P.size} positions and {V.size} velocities named, the constraints "
-                f"leave {n - holonomic.size} and {n - all_rows.size}"
-            )
-    elif mechanism.n_pfaffian == 0 and cyc.size == 0:
-        P = V = np.setdiff1d(np.arange(n), np.asarray(structure.dependent_coordinates, dtype=int))
-    else:
-        raise ValueError(
-            "linearize: under jit the independent coordinates of a mechanism with Pfaffian "
-            "rows or cyclic coordinates must be named: positions=…, velocities=… (e.g. "
-            "those of a Linearization computed once outside jit)"
-        )
+    state = (known_q, known_qd, known_t, mechanism.params if known_p is None else known_p)
+    P, V, cyc = _independent_coordinates(
+        mechanism,
+        state if known else None,
+        cyc,
+        auto,
+        named_p,
+        named_v,
+    )
     A, report = _linearization(
         mechanism, method, tuple(P.tolist()), tuple(V.tolist()), tuple(cyc.tolist()), q, qd, t, p
     )
@@ -334,6 +294,86 @@ def linearize(
         at_equilibrium,
         tuple(names[i] for i in np.sort(cyc)),
     )
+
+
+def _named(
+    names: tuple[str, ...],
+    cyclic: Sequence[str] | str | None,
+    positions: Sequence[str] | None,
+    velocities: Sequence[str] | None,
+) -> tuple[bool, np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """`linearize`'s named coordinates as indices: whether the cyclic ones are to be
+    recognised (`"auto"`), the cyclic ones named, the positions and velocities named (`None`
+    where not named)."""
+    auto = isinstance(cyclic, str) and cyclic == "auto"
+    if isinstance(cyclic, str) and not auto:
+        raise ValueError(
+            f"linearize: cyclic must be names of coordinates or 'auto', got {cyclic!r}"
+        )
+    cyc = np.zeros(0, dtype=int) if auto else _indices(cyclic, names, "cyclic")
+    named_p = None if positions is None else _indices(positions, names, "positions")
+    named_v = None if velocities is None else _indices(velocities, names, "velocities")
+    if named_p is not None and np.intersect1d(named_p, cyc).size:
+        raise ValueError("linearize: positions are the non-cyclic ones; a name is in both")
+    return auto, cyc, named_p, named_v
+
+
+def _independent_coordinates(
+    mechanism: Mechanism,
+    state: tuple | None,
+    cyc: np.ndarray,
+    auto: bool,
+    named_p: np.ndarray | None,
+    named_v: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The independent positions P (the cyclic ones included) and velocities V, and the
+    cyclic coordinates: named (`named_p`, `named_v`; `None` where not named), else by column
+    pivoting on the independent holonomic rows and on all independent rows at the concrete
+    `state` (q, q̇, t, p), with the cyclic ones recognised there for `auto`; under a trace
+    (`state` None) they must be named, unless the structure's partition serves (no
+    Pfaffian rows, no cyclic coordinates)."""
+    structure, n = mechanism.structure, mechanism.n
+    holonomic = np.asarray(structure.independent_holonomic_rows, dtype=int)
+    all_rows = np.asarray(structure.independent_rows, dtype=int)
+    if state is not None:
+        known_q, known_qd, known_t, p_known = state
+        C = np.asarray(_jacobian(mechanism, known_q, known_t, p_known))
+        if auto:
+            recognised = _recognised(mechanism, known_q, known_qd, known_t, p_known)
+            named = np.zeros(0, int) if named_p is None else named_p
+            cyc = np.setdiff1d(np.flatnonzero(np.asarray(recognised)), named)
+        P = (
+            np.union1d(named_p, cyc)
+            if named_p is not None
+            else _independent(C[holonomic], n, cyc, "cyclic coordinates")
+        )
+        V = (
+            np.sort(named_v)
+            if named_v is not None
+            else _independent(C[all_rows], n, np.zeros(0, int), "")
+        )
+        _check_named(C[holonomic], n, P, "positions")
+        _check_named(C[all_rows], n, V, "velocities")
+    elif auto:
+        raise ValueError(
+            "linearize: cyclic='auto' needs a concrete state (not under jit): name them"
+        )
+    elif named_p is not None and named_v is not None:
+        P, V = np.union1d(named_p, cyc), np.sort(named_v)
+        if P.size != n - holonomic.size or V.size != n - all_rows.size:
+            raise ValueError(
+                f"linearize: {P.size} positions and {V.size} velocities named, the constraints "
+                f"leave {n - holonomic.size} and {n - all_rows.size}"
+            )
+    elif mechanism.n_pfaffian == 0 and cyc.size == 0:
+        P = V = np.setdiff1d(np.arange(n), np.asarray(structure.dependent_coordinates, dtype=int))
+    else:
+        raise ValueError(
+            "linearize: under jit the independent coordinates of a mechanism with Pfaffian "
+            "rows or cyclic coordinates must be named: positions=…, velocities=… (e.g. "
+            "those of a Linearization computed once outside jit)"
+        )
+    return P, V, cyc
 
 
 @eqx.filter_jit
