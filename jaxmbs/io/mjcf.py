@@ -300,25 +300,8 @@ def _quat_matrix(mujoco, quat) -> np.ndarray:
     return out.reshape(3, 3)
 
 
-def _import(
-    mujoco, model, label: str, keyframe, strict: bool, controls: Controls, coordinates: str
-) -> ImportedModel:
-    Obj = mujoco.mjtObj
-    disabled = int(model.opt.disableflags)
-
-    def off(flag) -> bool:
-        return bool(disabled & int(flag))
-
-    D = mujoco.mjtDisableBit
-    body_names = tuple(_name(mujoco, model, Obj.mjOBJ_BODY, b, "body") for b in range(model.nbody))
-    joint_names = tuple(
-        _name(mujoco, model, Obj.mjOBJ_JOINT, j, "joint") for j in range(model.njnt)
-    )
-    if len(set(body_names)) != len(body_names) or len(set(joint_names)) != len(joint_names):
-        raise ValueError(f"{label}: body and joint names must be unique")
-    left_out: list[LeftOut] = []
-    notes: list[str] = []
-
+def _tree_joints(model, joint_names: tuple[str, ...]) -> list[TreeJoint]:
+    """The model's joints: kind, body, qpos/qvel addresses, position, axis, `qpos0` part."""
     joints = []
     for j in range(model.njnt):
         kind = _JOINT_KINDS[int(model.jnt_type[j])]
@@ -335,7 +318,17 @@ def _import(
                 np.array(model.qpos0[qadr : qadr + NQ[kind]], dtype=float),
             )
         )
+    return joints
 
+
+def _inertial_and_joint_params(
+    model, body_names: tuple[str, ...], joints: list[TreeJoint], off, D
+) -> tuple[dict[str, Any], list[bool]]:
+    """The parameters: every body's mass and principal inertia, every joint's `damping` and
+    `armature` (damping zero where the model disables dampers), and the `stiffness` and
+    `springref` of the joints that have a spring (hinges and slides always, so that a
+    stiffness can be studied from zero; balls and free joints where it is non-zero); and
+    which joints have one."""
     params: dict[str, Any] = {}
     for b in range(1, model.nbody):
         params[param_key(body_names[b], "mass")] = float(model.body_mass[b])
@@ -357,6 +350,46 @@ def _import(
             params[param_key(j.name, "springref")] = (
                 float(ref[0]) if ref.size == 1 else jnp.asarray(ref)
             )
+    return params, springs
+
+
+def _completion_inertias(model, joints: list[TreeJoint]) -> np.ndarray:
+    """J̄ of every ball and free joint's quaternion completion term: the mean principal
+    inertia of its body plus the mean armature of its rotational dofs (the largest body's
+    where that is zero)."""
+    inertia_scale = np.mean(model.body_inertia[1:], axis=1) if model.nbody > 1 else np.ones(1)
+    fallback = float(np.max(inertia_scale, initial=0.0)) or 1.0
+    completion = []
+    for j in joints:
+        if j.kind in (FREE, BALL):
+            jbar = float(inertia_scale[j.body - 1]) + float(
+                np.mean(model.dof_armature[j.vadr + NV[j.kind] - 3 : j.vadr + NV[j.kind]])
+            )
+            completion.append(jbar if jbar > 0 else fallback)
+    return np.array(completion)
+
+
+def _import(
+    mujoco, model, label: str, keyframe, strict: bool, controls: Controls, coordinates: str
+) -> ImportedModel:
+    Obj = mujoco.mjtObj
+    disabled = int(model.opt.disableflags)
+
+    def off(flag) -> bool:
+        return bool(disabled & int(flag))
+
+    D = mujoco.mjtDisableBit
+    body_names = tuple(_name(mujoco, model, Obj.mjOBJ_BODY, b, "body") for b in range(model.nbody))
+    joint_names = tuple(
+        _name(mujoco, model, Obj.mjOBJ_JOINT, j, "joint") for j in range(model.njnt)
+    )
+    if len(set(body_names)) != len(body_names) or len(set(joint_names)) != len(joint_names):
+        raise ValueError(f"{label}: body and joint names must be unique")
+    left_out: list[LeftOut] = []
+    notes: list[str] = []
+
+    joints = _tree_joints(model, joint_names)
+    params, springs = _inertial_and_joint_params(model, body_names, joints, off, D)
     actuators = _actuators(mujoco, model, joints, params, left_out, off)
     gravity = np.zeros(3) if off(D.mjDSBL_GRAVITY) else np.array(model.opt.gravity, float)
     params["gravity"] = jnp.asarray(gravity)
@@ -371,16 +404,6 @@ def _import(
             "out: " + "; ".join(str(e) for e in refused)
         )
 
-    inertia_scale = np.mean(model.body_inertia[1:], axis=1) if model.nbody > 1 else np.ones(1)
-    fallback = float(np.max(inertia_scale, initial=0.0)) or 1.0
-    completion = []
-    for j in joints:
-        if j.kind in (FREE, BALL):
-            jbar = float(inertia_scale[j.body - 1]) + float(
-                np.mean(model.dof_armature[j.vadr + NV[j.kind] - 3 : j.vadr + NV[j.kind]])
-            )
-            completion.append(jbar if jbar > 0 else fallback)
-
     tree = Tree(
         body_names,
         tuple(int(p) for p in model.body_parentid),
@@ -390,7 +413,7 @@ def _import(
         np.stack([_quat_matrix(mujoco, qq) for qq in model.body_iquat]),
         tuple(joints),
         tuple(closures),
-        np.array(completion),
+        _completion_inertias(model, joints),
         tuple(springs),
         tuple(actuators),
         int(model.nq),
