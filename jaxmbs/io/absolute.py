@@ -16,6 +16,8 @@ anything else is refused with a `ValueError` naming it.
 
 from __future__ import annotations
 
+import dataclasses
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -36,6 +38,83 @@ def _perpendicular(axis: np.ndarray) -> np.ndarray:
     return u / np.linalg.norm(u)
 
 
+@dataclasses.dataclass(frozen=True)
+class _BodyFrames:
+    """Where the moving bodies' inertial frames are at the reference (`index`: MuJoCo body
+    → body of the mechanism; `com`, `irot`: every MuJoCo body's centre of mass and principal
+    axes), and their joint frames (`frame_x`, `frame_R`)."""
+
+    index: dict[int, int]
+    com: np.ndarray
+    irot: np.ndarray
+    frame_x: np.ndarray
+    frame_R: np.ndarray
+
+    def point(self, b: int, world: np.ndarray) -> tuple[int | None, np.ndarray]:
+        """A world point in body b's principal frame (the ground: the world point itself)."""
+        if b not in self.index:  # ground: a static body's points are world points
+            return None, world
+        return self.index[b], self.irot[b].T @ (world - self.com[b])
+
+    def vector(self, b: int, world: np.ndarray) -> np.ndarray:
+        """A world vector in body b's principal frame."""
+        return world if b not in self.index else self.irot[b].T @ world
+
+    def joint_point(self, b: int, local: np.ndarray) -> np.ndarray:
+        """A point given in body b's joint frame, in the world."""
+        return self.frame_x[b] + self.frame_R[b] @ local
+
+
+def _refuse(label: str, what: str) -> None:
+    raise ValueError(f"{label}: absolute coordinates do not map {what} (use the joints')")
+
+
+def _mapped_joint(
+    j, spring: bool, params: dict, parent: int, at: _BodyFrames, label: str
+) -> tuple[list, list]:
+    """A tree joint as spatial joints between its body and its parent (none for a free joint),
+    and a hinge's spring-damper as a force element; joints the map cannot express exactly
+    (armature, a ball's or slide's spring or damper) are refused."""
+    arm = np.atleast_1d(np.asarray(params[param_key(j.name, "armature")]))
+    damping = np.atleast_1d(np.asarray(params[param_key(j.name, "damping")]))
+    stiff = float(params[param_key(j.name, "stiffness")]) if spring else 0.0
+    if np.any(arm != 0):
+        _refuse(label, f"the armature of joint {j.name!r}")
+    if j.kind != HINGE and (np.any(damping != 0) or stiff != 0):
+        _refuse(label, f"the damping or spring of {j.kind} joint {j.name!r}")
+    if j.kind == FREE:
+        return [], []
+    anchor = at.joint_point(j.body, j.pos)
+    axis = at.frame_R[j.body] @ j.axis
+    (body_i, point_i), (body_j, point_j) = at.point(parent, anchor), at.point(j.body, anchor)
+    if j.kind == BALL:
+        return [spatial.Spherical(j.name, body_i, point_i, body_j, point_j)], []
+    axis_i, axis_j = at.vector(parent, axis), at.vector(j.body, axis)
+    normal = _perpendicular(axis)
+    normal_i, normal_j = at.vector(parent, normal), at.vector(j.body, normal)
+    if j.kind == SLIDE:
+        slide = spatial.Translational(
+            j.name, body_i, point_i, axis_i, normal_i, body_j, point_j, axis_j, normal_j
+        )
+        return [slide], []
+    hinge = spatial.Revolute(j.name, body_i, point_i, axis_i, body_j, point_j, axis_j)
+    if not (np.any(damping != 0) or spring):
+        return [hinge], []
+    ref, key = float(j.ref[0]), param_key(j.name, "springref")
+    element = forces.RotationalSpringDamper(
+        j.name,
+        stiffness=param_key(j.name, "stiffness") if spring else 0.0,
+        damping=param_key(j.name, "damping"),
+        body_i=body_i,
+        body_j=body_j,
+        free_angle=lambda p, key=key, ref=ref: p[key] - ref,
+        axis_i=axis_i,
+        reference_i=normal_i,
+        reference_j=normal_j,
+    )
+    return [hinge], [element]
+
+
 def absolute_mechanism(
     tree: Tree, params: dict, q_ref: Array, label: str
 ) -> tuple[Mechanism, tuple[int, ...]]:
@@ -47,21 +126,9 @@ def absolute_mechanism(
                 f"{label}: absolute coordinates need a joint on every moving body; body "
                 f"{tree.body_names[b]!r} has none (use the joint coordinates)"
             )
-    index = {b: k for k, b in enumerate(moving)}
     com, irot = (np.asarray(a) for a in jax.jit(tree.inertial_frames)(q_ref))
     frame_x, frame_R = (np.asarray(a) for a in jax.jit(tree.frames)(q_ref))
-
-    def local(b: int, world_point: np.ndarray) -> tuple[int | None, np.ndarray]:
-        if b not in index:  # ground: a static body's points are world points
-            return None, world_point
-        return index[b], irot[b].T @ (world_point - com[b])
-
-    def local_vector(b: int, world_vector: np.ndarray) -> np.ndarray:
-        return world_vector if b not in index else irot[b].T @ world_vector
-
-    def refuse(what: str) -> None:
-        raise ValueError(f"{label}: absolute coordinates do not map {what} (use the joints')")
-
+    at = _BodyFrames({b: k for k, b in enumerate(moving)}, com, irot, frame_x, frame_R)
     bodies = [
         spatial.Body(
             tree.body_names[b],
@@ -74,69 +141,20 @@ def absolute_mechanism(
     seen: set[int] = set()
     for j, spring in zip(tree.joints, tree.springs, strict=True):
         if j.body in seen:
-            refuse(f"body {tree.body_names[j.body]!r}'s second joint {j.name!r}")
+            _refuse(label, f"body {tree.body_names[j.body]!r}'s second joint {j.name!r}")
         seen.add(j.body)
-        arm = np.atleast_1d(np.asarray(params[param_key(j.name, "armature")]))
-        damping = np.atleast_1d(np.asarray(params[param_key(j.name, "damping")]))
-        stiff = float(params[param_key(j.name, "stiffness")]) if spring else 0.0
-        if np.any(arm != 0):
-            refuse(f"the armature of joint {j.name!r}")
-        if j.kind != HINGE and (np.any(damping != 0) or stiff != 0):
-            refuse(f"the damping or spring of {j.kind} joint {j.name!r}")
-        if j.kind == FREE:
-            continue
-        parent = tree.parent[j.body]
-        anchor = frame_x[j.body] + frame_R[j.body] @ j.pos
-        axis = frame_R[j.body] @ j.axis
-        body_i, point_i = local(parent, anchor)
-        body_j, point_j = local(j.body, anchor)
-        if j.kind == BALL:
-            joints.append(spatial.Spherical(j.name, body_i, point_i, body_j, point_j))
-            continue
-        axis_i, axis_j = local_vector(parent, axis), local_vector(j.body, axis)
-        if j.kind == SLIDE:
-            normal = _perpendicular(axis)
-            joints.append(
-                spatial.Translational(
-                    j.name,
-                    body_i,
-                    point_i,
-                    axis_i,
-                    local_vector(parent, normal),
-                    body_j,
-                    point_j,
-                    axis_j,
-                    local_vector(j.body, normal),
-                )  # fmt: skip
-            )
-            continue
-        joints.append(spatial.Revolute(j.name, body_i, point_i, axis_i, body_j, point_j, axis_j))
-        if np.any(damping != 0) or spring:
-            normal = _perpendicular(axis)
-            ref, key = float(j.ref[0]), param_key(j.name, "springref")
-            elements.append(
-                forces.RotationalSpringDamper(
-                    j.name,
-                    stiffness=param_key(j.name, "stiffness") if spring else 0.0,
-                    damping=param_key(j.name, "damping"),
-                    body_i=body_i,
-                    body_j=body_j,
-                    free_angle=lambda p, key=key, ref=ref: p[key] - ref,
-                    axis_i=axis_i,
-                    reference_i=local_vector(parent, normal),
-                    reference_j=local_vector(j.body, normal),
-                )
-            )
+        mapped, element = _mapped_joint(j, spring, params, tree.parent[j.body], at, label)
+        joints += mapped
+        elements += element
     for c in tree.closures:
         if c.kind != "connect":
-            refuse(f"the {c.kind} equality {c.name!r}")
-        points = []
-        for b, p in ((c.body1, c.point1), (c.body2, c.point2)):
-            points.append(local(b, frame_x[b] + frame_R[b] @ p))
-        (b1, p1), (b2, p2) = points
+            _refuse(label, f"the {c.kind} equality {c.name!r}")
+        (b1, p1), (b2, p2) = (
+            at.point(b, at.joint_point(b, p)) for b, p in ((c.body1, c.point1), (c.body2, c.point2))
+        )
         joints.append(spatial.Spherical(c.name, b1, p1, b2, p2))
     if tree.actuators:
-        refuse(f"the actuators {[a.name for a in tree.actuators]}")
+        _refuse(label, f"the actuators {[a.name for a in tree.actuators]}")
     reference = jnp.asarray(absolute_state(tree, moving, q_ref))
     mech = spatial.spatial_mechanism(bodies, joints, params, gravity="gravity", elements=elements)
     # the builder's reference_q would evaluate M op by op (seconds); one compiled call instead
