@@ -65,6 +65,60 @@ def _pulled_back_rows(
     return hol, pfaffian, groups
 
 
+def _pulled_back_dynamics(mechanism: Mechanism, f: MapFn) -> tuple[Callable, ...]:
+    """M_θ = JᵀMJ, Q_θ = Jᵀ(Q − M J̇θ̇) (Attia 2005, §6) and V(f(θ)) (or None) of the
+    mechanism in x = f(θ, p), with J = ∂f/∂θ and J̇θ̇ from a jvp."""
+
+    def jacobian(th, p):
+        return jax.jacfwd(f)(th, p)
+
+    def mass_matrix(th, p):
+        J = jacobian(th, p)
+        M = J.T @ algebra.mass_matrix(mechanism, f(th, p), p) @ J
+        return (M + M.T) / 2  # symmetric to round-off also in float32
+
+    def forces(t, th, thd, p):
+        x, xd = map_velocity(f, th, thd, p)
+        bias = map_acceleration_bias(f, th, thd, p)
+        Q = mechanism.forces(t, x, xd, p) - algebra.mass_matrix(mechanism, x, p) @ bias
+        return jacobian(th, p).T @ Q
+
+    potential = None
+    if mechanism.potential_energy is not None:
+
+        def potential(th, p):
+            return mechanism.potential_energy(f(th, p), p)
+
+    return mass_matrix, forces, potential
+
+
+def _pulled_back_constraints(
+    mechanism: Mechanism, f: MapFn, hol: list, pfaffian: list, constraints: Callable | None
+) -> tuple[Callable | None, Callable | None]:
+    """Φ(t, f(θ), p) on the kept holonomic rows `hol` followed by the user's `constraints`
+    in θ (eq 6.5), and ψ(t, f(θ), J θ̇, p) on the kept Pfaffian rows (None where there are
+    no such rows)."""
+    hol_idx = np.asarray(hol, dtype=int)
+    pfaffian_idx = np.asarray(pfaffian, dtype=int) - mechanism.n_holonomic
+
+    def pulled_constraints(t, th, p):
+        rows = []
+        if hol:
+            rows.append(mechanism.constraints(t, f(th, p), p)[hol_idx])
+        if constraints is not None:
+            rows.append(jnp.asarray(constraints(t, th, p)))
+        return jnp.concatenate(rows)
+
+    def pulled_velocity_constraints(t, th, thd, p):
+        x, xd = map_velocity(f, th, thd, p)
+        return mechanism.velocity_constraints(t, x, xd, p)[pfaffian_idx]
+
+    return (
+        pulled_constraints if hol or constraints is not None else None,
+        pulled_velocity_constraints if pfaffian else None,
+    )
+
+
 def map_coordinates(
     mechanism: Mechanism,
     f: MapFn,
@@ -110,48 +164,17 @@ def map_coordinates(
     if constraints is not None:
         n_extra = jax.eval_shape(constraints, jnp.zeros(()), theta, mechanism.params).shape[0]
     hol, pfaffian, groups = _pulled_back_rows(mechanism, keep, n_extra, constraints_name)
-    hol_idx = np.asarray(hol, dtype=int)
-    pfaffian_idx = np.asarray(pfaffian, dtype=int) - mechanism.n_holonomic
-
-    def jacobian(th, p):
-        return jax.jacfwd(f)(th, p)
-
-    def mass_matrix(th, p):
-        J = jacobian(th, p)
-        M = J.T @ algebra.mass_matrix(mechanism, f(th, p), p) @ J
-        return (M + M.T) / 2  # symmetric to round-off also in float32
-
-    def forces(t, th, thd, p):
-        x, xd = map_velocity(f, th, thd, p)
-        bias = map_acceleration_bias(f, th, thd, p)
-        Q = mechanism.forces(t, x, xd, p) - algebra.mass_matrix(mechanism, x, p) @ bias
-        return jacobian(th, p).T @ Q
-
-    def pulled_constraints(t, th, p):
-        rows = []
-        if hol:
-            rows.append(mechanism.constraints(t, f(th, p), p)[hol_idx])
-        if constraints is not None:
-            rows.append(jnp.asarray(constraints(t, th, p)))
-        return jnp.concatenate(rows)
-
-    def pulled_velocity_constraints(t, th, thd, p):
-        x, xd = map_velocity(f, th, thd, p)
-        return mechanism.velocity_constraints(t, x, xd, p)[pfaffian_idx]
-
-    potential = None
-    if mechanism.potential_energy is not None:
-
-        def potential(th, p):
-            return mechanism.potential_energy(f(th, p), p)
-
+    mass_matrix, forces, potential = _pulled_back_dynamics(mechanism, f)
+    pulled_constraints, pulled_velocity_constraints = _pulled_back_constraints(
+        mechanism, f, hol, pfaffian, constraints
+    )
     if reference_theta is not None:
-        _check_map_rank(jacobian, reference_theta, mechanism.params)
+        _check_map_rank(jax.jacfwd(f), reference_theta, mechanism.params)
     return Mechanism(
         mass_matrix,
         forces,
-        pulled_constraints if hol or constraints is not None else None,
-        pulled_velocity_constraints if pfaffian else None,
+        pulled_constraints,
+        pulled_velocity_constraints,
         mechanism.params,
         coordinate_names=coordinate_names or tuple(f"theta{i}" for i in range(n)),
         constraint_groups=groups,
