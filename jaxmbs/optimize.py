@@ -303,8 +303,13 @@ def optimize(
         if bool(done):
             break
     bar.close()
-    # The last accepted iterate is y; its loss is the recorded one.
-    converged = bool(done) and bool(result == optx.RESULTS.successful)
+    return _result(y, history, bool(done), result, max_steps)
+
+
+def _result(y, history: dict[str, list], done: bool, result, max_steps: int) -> OptimizationResult:
+    """The `OptimizationResult` of the last accepted iterate y (its loss: the recorded one),
+    converged where the solver terminated successfully."""
+    converged = done and bool(result == optx.RESULTS.successful)
     if result != optx.RESULTS.successful:
         message = f"did not converge: {optx.RESULTS[result]}"
     elif not converged:

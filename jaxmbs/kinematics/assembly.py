@@ -56,21 +56,7 @@ def assemble(
     converge (e.g. a configuration that cannot be assembled).
     """
     params = mechanism.params if params is None else params
-    n = mechanism.n
-    q = jnp.asarray(q_guess)
-    if not jnp.issubdtype(q.dtype, jnp.floating):
-        q = q.astype(jnp.result_type(float))
-    if q.shape != (n,):
-        raise ValueError(f"q_guess must have shape ({n},), got {q.shape}")
-    if isinstance(q, jax.core.Tracer):
-        raise ValueError("assemble runs outside jit: q_guess must be concrete")
-    if not bool(jnp.all(jnp.isfinite(q))):
-        raise ValueError("q_guess is not finite")
-    qd = jnp.zeros_like(q) if qd_guess is None else jnp.asarray(qd_guess, q.dtype)
-    if qd.shape != (n,):
-        raise ValueError(f"qd_guess must have shape ({n},), got {qd.shape}")
-    if not bool(jnp.all(jnp.isfinite(qd))):
-        raise ValueError("qd_guess is not finite")
+    q, qd = _checked_guesses(mechanism.n, q_guess, qd_guess)
     idx = tuple(int(i) for i in coordinate_indices(mechanism, fixed))
     t0 = jnp.asarray(t0, q.dtype)
     params = jax.tree_util.tree_map(lambda x: jnp.asarray(x, q.dtype), params)  # traced
@@ -108,6 +94,26 @@ def assemble(
     qd_fixed = qd[index]
     qd = _velocity_correction(mechanism, t0, q, qd, params, idx)
     return q, qd.at[index].set(qd_fixed)
+
+
+def _checked_guesses(n: int, q_guess: ArrayLike, qd_guess: ArrayLike | None):
+    """The guesses as floating arrays of shape (n,) (q̇: zero by default), refused where
+    traced (`assemble` runs outside jit) or not finite."""
+    q = jnp.asarray(q_guess)
+    if not jnp.issubdtype(q.dtype, jnp.floating):
+        q = q.astype(jnp.result_type(float))
+    if q.shape != (n,):
+        raise ValueError(f"q_guess must have shape ({n},), got {q.shape}")
+    if isinstance(q, jax.core.Tracer):
+        raise ValueError("assemble runs outside jit: q_guess must be concrete")
+    if not bool(jnp.all(jnp.isfinite(q))):
+        raise ValueError("q_guess is not finite")
+    qd = jnp.zeros_like(q) if qd_guess is None else jnp.asarray(qd_guess, q.dtype)
+    if qd.shape != (n,):
+        raise ValueError(f"qd_guess must have shape ({n},), got {qd.shape}")
+    if not bool(jnp.all(jnp.isfinite(qd))):
+        raise ValueError("qd_guess is not finite")
+    return q, qd
 
 
 def _constraints_and_fixed(mechanism: Model, t0, q: Array, params, idx: tuple[int, ...]):
