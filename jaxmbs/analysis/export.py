@@ -264,7 +264,7 @@ def to_xarray(
     **Arguments:**
 
     - `mechanism`: the mechanism that was simulated (its names label the data).
-    - `solution`: one unbatched solution (use [`jaxmbs.MonteCarloResult.to_xarray`][] for
+    - `solution`: one unbatched solution (use [`jaxmbs.monte_carlo_to_xarray`][] for
       a batch).
     - `params`: the parameters of the run (default: the mechanism's), for the reactions
       and the force elements' forces.
@@ -286,7 +286,7 @@ def to_xarray(
     if np.ndim(solution.ts) != 1:
         raise ValueError(
             f"to_xarray takes one unbatched solution (ts of shape (T,)), got ts of shape "
-            f"{np.shape(solution.ts)}; for a batch use MonteCarloResult.to_xarray"
+            f"{np.shape(solution.ts)}; for a batch use jaxmbs.monte_carlo_to_xarray"
         )
     params = mechanism.params if params is None else params
     variables = _trajectory_variables(mechanism, solution, params)
@@ -308,7 +308,7 @@ def _study_params(mechanism: Mechanism, inputs: Mapping[str, np.ndarray]):
         not isinstance(mechanism.params, dict) or not set(batched) <= set(mechanism.params)
     ):
         raise ValueError(
-            "MonteCarloResult.to_xarray: the batched parameters are not entries of the "
+            "monte_carlo_to_xarray: the batched parameters are not entries of the "
             "mechanism's parameter dict, so the reactions cannot be recomputed per sample"
         )
     return mechanism.params, batched
@@ -328,7 +328,7 @@ def monte_carlo_to_xarray(
     xr = require_xarray()
     if result.solutions is None:
         raise ValueError(
-            "MonteCarloResult.to_xarray needs the trajectories: run monte_carlo with "
+            "monte_carlo_to_xarray needs the trajectories: run monte_carlo with "
             "keep_solutions=True"
         )
     shared, batched = _study_params(mechanism, result.inputs)
