@@ -21,6 +21,7 @@ import jax
 from .batch.checkpoint import check_writable, os_reason
 from .formulations import AUTO, METHODS
 from .integrate import STABILIZATIONS
+from .integrate.partitioned import PARTITIONED
 
 #: Simulations longer than this (in simulated seconds) show a progress bar.
 PROGRESS_T1 = 20.0
@@ -157,7 +158,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="jaxmbs",
         description="Constrained multibody dynamics in JAX.",
-        epilog=f"models: {models}\nmethods: {', '.join((AUTO, *METHODS))}\n"
+        epilog=f"models: {models}\nmethods: {', '.join((AUTO, *METHODS, PARTITIONED))}\n"
         f"stabilizations: {', '.join(STABILIZATIONS)}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -189,9 +190,10 @@ def _simulate_arguments(sub: argparse._SubParsersAction, models: str) -> None:
     )
     sim.add_argument(
         "--method",
-        choices=(AUTO, *METHODS),
+        choices=(AUTO, *METHODS, PARTITIONED),
         default=AUTO,
-        help="formulation (default auto: chosen from the mechanism's structure)",
+        help="formulation (default auto: chosen from the mechanism's structure), or "
+        f"{PARTITIONED}: coordinate partitioning with switching",
     )
     sim.add_argument(
         "--stabilization",

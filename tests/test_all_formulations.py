@@ -359,8 +359,8 @@ def runs():
         )
 
     # No rank check here (it is compiled into every solve); the partitioning test needs it.
-    # Each formulation in all coordinates (`method="partitioning"` alone would be the
-    # partition-switching state space, tested in test_partitioning_switching.py).
+    # Each formulation in all coordinates (`method="partitioned"` is the partition-switching
+    # state space, tested in test_partitioning_switching.py).
     sols = {
         name: run(get_formulation(name), rtol=1e-12, atol=1e-12, rank_rtol=None)
         for name in jaxmbs.METHODS
@@ -435,7 +435,7 @@ def final_angle():
 
 
 @pytest.mark.parametrize(
-    "method, mode", [("qr", "reverse"), ("svd", "forward"), ("partitioning", "forward")]
+    "method, mode", [("qr", "reverse"), ("svd", "forward"), ("partitioned", "forward")]
 )
 def test_gradient_matches_central_differences(final_angle, method, mode):
     """d(final crank angle)/d(coupler mass) through 0.5 s of motion. QR in reverse mode

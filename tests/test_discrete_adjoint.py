@@ -82,7 +82,7 @@ def test_segments_recompute_the_same_steps(reverse_gradient):
 @pytest.mark.parametrize(
     "options",
     [
-        {"method": "partitioning"},
+        {"method": "partitioned"},
         {"method": "qr", "stabilization": "baumgarte"},
     ],
     ids=["partitioning-projection", "qr-baumgarte"],
@@ -101,7 +101,7 @@ def test_state_spaces_and_stabilisations(options):
         return jnp.sum(sol.q[:, 1] ** 2) + sol.qd[-1, 2], sol.stats
 
     reverse, stats = jax.jit(jax.grad(loss, has_aux=True))(X)
-    if options["method"] == "partitioning":
+    if options["method"] == "partitioned":
         assert int(stats["num_switches"]) >= 2
     forward = jax.jit(jax.jacfwd(lambda x: loss(x, adjoint=diffrax.ForwardMode())[0]))(X)
     assert np.all(np.abs(np.asarray(forward)) > 1e-3)

@@ -289,13 +289,13 @@ def test_heavy_top_nutation_bounds(heavy_top, heavy_top_run, record_property):
 
 
 def test_heavy_top_with_switching_coordinate_partitioning(heavy_top, heavy_top_run):
-    """Coordinate partitioning (`method="partitioning"`: independent coordinates chosen among
+    """Coordinate partitioning (`method="partitioned"`: independent coordinates chosen among
     r and e, switched when a partition degenerates) follows the same heavy top as the default
     formulation."""
     mech, q0, qd0 = heavy_top
     ts = heavy_top_run.ts[::400]
     sol = jaxmbs.simulate(
-        mech, q0, qd0, (0.0, 2.0), saveat=ts, method="partitioning", rtol=TOL, atol=TOL
+        mech, q0, qd0, (0.0, 2.0), saveat=ts, method="partitioned", rtol=TOL, atol=TOL
     )
     assert bool(sol.successful)
     assert_close(sol.q, heavy_top_run.q[::400], 0, 1e-9, "q")

@@ -28,7 +28,7 @@ N_STATES = 50
 TOL = 1e-10  # integration tolerance of the 10 s runs
 TS = jnp.linspace(0.0, 10.0, 2001)
 #: Formulations whose parameter derivative is checked (issue 3's acceptance list).
-GRADIENT_METHODS = ["qr", "svd", "partitioning"]
+GRADIENT_METHODS = ["qr", "svd", "partitioned"]
 
 
 @pytest.fixture(scope="module")

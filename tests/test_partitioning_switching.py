@@ -1,4 +1,4 @@
-"""`simulate(method="partitioning")` switches partitions through positions where a fixed one
+"""`simulate(method="partitioned")` switches partitions through positions where a fixed one
 degenerates, and matches `qr` to 1e-8: the redundant four-bar, a spatial single-loop
 mechanism with redundant constraints; the McPherson struts in
 `test_partitioning_switching_mcpherson.py` (split so that pytest-xdist's workers, each given

@@ -1,4 +1,4 @@
-"""`simulate(method="partitioning")` on the redundant McPherson struts matches `qr` to 1e-8
+"""`simulate(method="partitioned")` on the redundant McPherson struts matches `qr` to 1e-8
 (split from `test_partitioning_switching.py` so that pytest-xdist's workers, each given whole
 modules, balance)."""
 

@@ -64,13 +64,13 @@ CASES = {
 PAIRS = [
     ("none-dopri5-pid", "qr", False),
     ("none-dopri5-pid", "banded", True),
-    ("none-dopri5-pid", "partitioning", False),
+    ("none-dopri5-pid", "partitioned", False),
     ("baumgarte-tsit5-norank", "qr", True),
     ("baumgarte-tsit5-norank", "banded", False),
-    ("baumgarte-tsit5-norank", "partitioning", True),
+    ("baumgarte-tsit5-norank", "partitioned", True),
     ("projection-dopri8-constant", "qr", False),
     ("projection-dopri8-constant", "banded", True),
-    ("projection-dopri8-constant", "partitioning", True),
+    ("projection-dopri8-constant", "partitioned", True),
 ]
 
 
@@ -99,7 +99,7 @@ def test_options_by_method(redundant, method, case, record_property):
         assert float(jnp.max(sol.position_residual)) < 1e-6
 
 
-@pytest.mark.parametrize("method", ["qr", "partitioning"])
+@pytest.mark.parametrize("method", ["qr", "partitioned"])
 def test_event_saveat_none_and_throw_false(method):
     """A user event with saveat=None ends the run at the crossing; throw=False, same result."""
     mech, q0, qd0, _ = setup(False)
@@ -124,7 +124,7 @@ def test_forward_mode_gradient_partitioning():
 
     def final_angle(m2):
         sol = jaxmbs.simulate(
-            mech, q0, qd0, (0.0, 0.3), params={"m2": m2}, method="partitioning",
+            mech, q0, qd0, (0.0, 0.3), params={"m2": m2}, method="partitioned",
             rtol=1e-11, atol=1e-11, adjoint=diffrax.ForwardMode(),
         )  # fmt: skip
         return sol.q[-1, 5]
@@ -138,7 +138,7 @@ def test_forward_mode_gradient_partitioning():
 
 def test_the_design_covers_every_pair():
     """PAIRS holds every (case, method), (case, mechanism) and (method, mechanism) pair."""
-    levels = (list(CASES), ["qr", "banded", "partitioning"], [False, True])
+    levels = (list(CASES), ["qr", "banded", "partitioned"], [False, True])
     for a, b in ((0, 1), (0, 2), (1, 2)):
         covered = {(run[a], run[b]) for run in PAIRS}
         assert covered == {(x, y) for x in levels[a] for y in levels[b]}, (a, b)

@@ -58,7 +58,7 @@ def test_default_root_finder_becomes_newton_and_a_chosen_one_is_kept():
 
 @pytest.mark.parametrize(
     ("method", "stabilization"),
-    [("qr", "none"), ("qr", "baumgarte"), ("qr", "projection"), ("partitioning", "projection")],
+    [("qr", "none"), ("qr", "baumgarte"), ("qr", "projection"), ("partitioned", "projection")],
 )
 def test_implicit_solver_through_every_wrapper(pendulum, reference, method, stabilization):
     """ProjectedSolver, SwitchingSolver (with the projection inside) and no wrapper."""

@@ -328,8 +328,7 @@ def monte_carlo_to_xarray(
     xr = require_xarray()
     if result.solutions is None:
         raise ValueError(
-            "monte_carlo_to_xarray needs the trajectories: run monte_carlo with "
-            "keep_solutions=True"
+            "monte_carlo_to_xarray needs the trajectories: run monte_carlo with keep_solutions=True"
         )
     shared, batched = _study_params(mechanism, result.inputs)
     variables = _study_variables(mechanism, result.solutions, shared, batched)

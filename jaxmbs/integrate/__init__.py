@@ -3,7 +3,7 @@ formulation, partitioned coordinates, closing conditions), steppers (diffrax sol
 generalized-α), stabilisation, solver wrappers, events, the `Solution` and its result codes."""
 
 from .adjoint import DiscreteAdjoint as DiscreteAdjoint
-from .closing import ClosingConditions as ClosingConditions
+from .closing_conditions import ClosingConditions as ClosingConditions
 from .dynamics import accelerations as accelerations
 from .dynamics import accelerations_and_multipliers as accelerations_and_multipliers
 from .generalized_alpha import GeneralizedAlpha as GeneralizedAlpha

@@ -168,9 +168,14 @@ class _PositionProjector(AbstractStateFunction):
         return (jnp.where(valid, projected, q), v, perm_f), holds | ~valid
 
 
+#: `simulate(method=PARTITIONED)`: coordinate partitioning with switching (the fixed partition
+#: is the formulation `"partitioning"`).
+PARTITIONED = "partitioned"
+
+
 class PartitionedCoordinates(AbstractSwitchingStateSpace):
     """Coordinate partitioning in the compact form, re-partitioning along the motion
-    (`method="partitioning"`).
+    (`method="partitioned"`).
 
     The state is (q, v_I) plus the partition (Blajer et al. 1994, eqs 7–14 and the eq 28
     discussion); the partition starts from `independent` or from the projective criterion at
@@ -208,7 +213,7 @@ class PartitionedCoordinates(AbstractSwitchingStateSpace):
 
     @property
     def name(self) -> str:
-        return "partitioning"
+        return PARTITIONED
 
     def prepare(self, mechanism):
         structure = mechanism.structure

@@ -45,7 +45,7 @@ from ..formulations.closing import ClosingVariant
 from ..kinematics.constraints import position_residual, velocity_residual
 from ..kinematics.structure import with_known_structure
 from .adjoint import DiscreteAdjoint, Integration, adjoint_solve
-from .closing import ClosingConditions
+from .closing_conditions import ClosingConditions
 from .events import mass_pivot, rank_condition, relative_pivot
 from .inputs import (
     check_inputs,
@@ -56,7 +56,7 @@ from .inputs import (
     merge_params,
     raise_if_invalid,
 )
-from .partitioned import PartitionedCoordinates
+from .partitioned import PARTITIONED, PartitionedCoordinates
 from .solution import (
     RESULTS,
     Solution,
@@ -86,13 +86,13 @@ def state_space_of(
     method: str | AbstractFormulation | AbstractStateSpace, mechanism: Mechanism
 ) -> AbstractStateSpace:
     """The state space for `simulate(method=...)`: an `AbstractStateSpace` as it is;
-    `"partitioning"` → `PartitionedCoordinates()` (coordinate partitioning that switches
-    partitions along the motion); any other formulation (name or instance, `"auto"` chosen
-    for the mechanism's structure) → `AllCoordinates(formulation)`. The fixed-partition
-    formulation is `jaxmbs.CoordinatePartitioning(...)` passed as an instance."""
+    `"partitioned"` → `PartitionedCoordinates()` (coordinate partitioning that switches
+    partitions along the motion); a formulation (name or instance, `"auto"` chosen for the
+    mechanism's structure; `"partitioning"` is the fixed partition, as everywhere) →
+    `AllCoordinates(formulation)`."""
     if isinstance(method, AbstractStateSpace):
         return method
-    if method == "partitioning":
+    if method == PARTITIONED:
         return PartitionedCoordinates()
     return AllCoordinates(get_formulation(method, mechanism))
 
@@ -130,7 +130,7 @@ def simulate(
     - `method`: `"auto"` (the default: the formulation chosen for the mechanism's structure,
       `jaxmbs.formulations.choose_formulation`; `Solution.method` names it), a formulation
       (name in `jaxmbs.METHODS` or instance) integrated in all coordinates;
-      `"partitioning"`: coordinate partitioning with switching
+      `"partitioned"`: coordinate partitioning with switching
       (`jaxmbs.PartitionedCoordinates`); or a state space instance
       (`jaxmbs.PartitionedCoordinates(...)`, `jaxmbs.ClosingConditions(...)`).
     - `stabilization`: `"none"`, `"baumgarte"`, `"projection"` or an instance

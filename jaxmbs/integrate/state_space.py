@@ -5,10 +5,10 @@ in one of three state spaces, each an `AbstractStateSpace`:
 
 - `AllCoordinates(formulation)`: y = [q; q̇], q̈ from any formulation (`method="qr"`, …);
 - `PartitionedCoordinates`: y = (q, v_I, partition), Blajer's compact partitioned equations
-  with switching of the independent coordinates (`method="partitioning"`,
+  with switching of the independent coordinates (`method="partitioned"`,
   `jaxmbs.integrate.partitioned`);
 - `ClosingConditions`: y = (q_I, v_I, variant, branches), the minimal equations of explicit
-  closing conditions with switching between variants (`jaxmbs.integrate.closing`).
+  closing conditions with switching between variants (`jaxmbs.integrate.closing_conditions`).
 
 The one integration core (`jaxmbs.simulate`) asks the state space for the initial state, the
 vector field, the solver wrapper (projection, switching), the conditions under which its

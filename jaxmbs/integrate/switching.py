@@ -1,7 +1,7 @@
 """Switching the independent coordinates between integration steps.
 
 Shared by the state spaces of coordinate partitioning (`PartitionedCoordinates`,
-`method="partitioning"`) and of closing conditions (`ClosingConditions`). Both integrate a
+`method="partitioned"`) and of closing conditions (`ClosingConditions`). Both integrate a
 state whose meaning depends on a discrete choice (which coordinates are independent; which
 closing-condition variant is active). Shapes are static in JAX, so the choice is *data*: it
 is stored in the ODE state as a float component with zero time derivative, and changed only
