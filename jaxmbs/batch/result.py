@@ -10,16 +10,13 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 import numpy as np
 
 from ..integrate import RESULT_NAMES, Solution
 from ._outputs import named_leaves, output_arrays, prefixed
 from .checkpoint import atomic_write, check_writable
-
-if TYPE_CHECKING:
-    pass
 
 #: The index of `successful` in `jaxmbs.integrate.RESULT_NAMES` (the per-sample codes).
 SUCCESSFUL = RESULT_NAMES.index("successful")

@@ -9,7 +9,6 @@ active one degrades (1993 §3).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import equinox as eqx
 import jax
@@ -29,9 +28,6 @@ from .switching import (
     get_switching,
     multipliers_from_accelerations,
 )
-
-if TYPE_CHECKING:
-    pass
 
 
 def _active(resolved: tuple[ResolvedVariant, ...], index, fn):
