@@ -8,6 +8,12 @@ as markers. Mechanisms built by the planar and spatial builders carry their join
 (`Mechanism.joints`), so nothing extra is needed; for a hand-written mechanism pass them
 (`joints=`), without them only the centres of mass are drawn.
 
+An entry of the joints with a method `outlines(q) -> ((name, points), …)` (q of shape (T, n),
+points (T, k, d) with NaN rows between pieces) adds those outlines, thin lines in its body's
+colour: an imported model (`jaxmbs.io.from_mjcf`) carries its geoms that way
+(`jaxmbs.io.geometry.Geometry`), and is drawn by them alone where its coordinates are not a
+builder's (joint coordinates).
+
 matplotlib (`pip install 'jaxmbs[figures]'`) is imported only when a picture is made.
 """
 
@@ -41,11 +47,14 @@ class Drawing(NamedTuple):
     - `names`: the body names.
     - `bodies`: per body, its drawn points, shape (T, k, d) (d = 2 planar, 3 spatial).
     - `ground`: the fixed ground points, shape (g, d).
+    - `outlines`: (body name, points (T, k, d) with NaN rows between pieces) of the joints'
+      `outlines` (module docstring).
     """
 
     names: tuple[str, ...]
     bodies: tuple[np.ndarray, ...]
     ground: np.ndarray
+    outlines: tuple[tuple[str, np.ndarray], ...] = ()
 
 
 def require_matplotlib():
@@ -100,23 +109,18 @@ def _ordered(points: np.ndarray) -> np.ndarray:
     return np.concatenate([pts[order], pts[order[:1]]])
 
 
-def _layout(mechanism: Mechanism, joints):
-    """The body names, a point function `(q, body, local) -> global` and the joints
-    (planar: bodies own `name.x, name.y, name.phi`; else the spatial builder's layout)."""
-    if joints is None:
-        joints = mechanism.joints
+def _layout(mechanism: Mechanism):
+    """The body names and a point function `(q, body, local) -> global` (planar: bodies own
+    `name.x, name.y, name.phi`; else the spatial builder's layout), or None for neither."""
     names = mechanism.coordinate_names
     bodies = tuple(n.rpartition(".")[0] for n in names[::3])
     if names == tuple(f"{b}.{c}" for b in bodies for c in ("x", "y", "phi")):
-        return bodies, planar.point, tuple(joints)
+        return bodies, planar.point
     try:
         layout = spatial.Layout.from_mechanism(mechanism)
     except ValueError:
-        raise ValueError(
-            "pictures need a mechanism built by jaxmbs.joints.planar.planar_mechanism or "
-            "jaxmbs.joints.spatial.spatial_mechanism (coordinates name.x, name.y, …)"
-        ) from None
-    return layout.names, lambda q, b, s: layout.frames(q).point(b, s), tuple(joints or ())
+        return None
+    return layout.names, lambda q, b, s: layout.frames(q).point(b, s)
 
 
 def drawing(
@@ -133,7 +137,21 @@ def drawing(
     """
     if np.ndim(solution.ts) != 1:
         raise ValueError("pictures take one unbatched solution (ts of shape (T,))")
-    names, point, joints = _layout(mechanism, joints)
+    joints = tuple(mechanism.joints if joints is None else joints)
+    q = np.asarray(solution.q)
+    outlines = tuple(
+        o for j in joints if callable(getattr(j, "outlines", None)) for o in j.outlines(q)
+    )
+    layout = _layout(mechanism)
+    if layout is None:
+        if not outlines:
+            raise ValueError(
+                "pictures need a mechanism built by jaxmbs.joints.planar.planar_mechanism or "
+                "jaxmbs.joints.spatial.spatial_mechanism (coordinates name.x, name.y, …), or "
+                "joints with outlines (an imported model with geoms to draw)"
+            )
+        return Drawing((), (), np.zeros((0, outlines[0][1].shape[-1])), outlines)
+    names, point = layout
     p = mechanism.params if params is None else params
     dim = 2 if point is planar.point else 3
     local: list[list[np.ndarray]] = [[] for _ in names]
@@ -144,7 +162,6 @@ def drawing(
             ground.append(s)
         else:
             local[body].append(s)
-    q = np.asarray(solution.q)
     bodies = []
     for k, pts in enumerate(local):
         if len(_distinct(pts)) < 2:  # add the centre of mass (the local origin)
@@ -153,12 +170,13 @@ def drawing(
         at = jax.vmap(lambda qt, k=k, pts=pts: jax.vmap(lambda s: point(qt, k, s))(pts))
         bodies.append(np.asarray(at(q)))
     ground = _distinct(ground) if ground else np.zeros((0, dim))
-    return Drawing(tuple(names), tuple(bodies), ground)
+    return Drawing(tuple(names), tuple(bodies), ground, outlines)
 
 
 def _limits(d: Drawing) -> np.ndarray:
     """(d, 2) axis limits covering every finite point, with a margin, equal in extent."""
-    stacked = np.concatenate([b.reshape(-1, b.shape[-1]) for b in d.bodies] + [d.ground])
+    drawn = [*d.bodies, *(points for _, points in d.outlines)]
+    stacked = np.concatenate([b.reshape(-1, b.shape[-1]) for b in drawn] + [d.ground])
     finite = stacked[np.all(np.isfinite(stacked), axis=1)]
     lo, hi = finite.min(axis=0), finite.max(axis=0)
     centre, half = (lo + hi) / 2, max(float(np.max(hi - lo)) / 2, 1e-3) * 1.1
@@ -182,14 +200,21 @@ def _axes(fig, d: Drawing, where: tuple[int, int, int] = (1, 1, 1)):
 
 
 def _lines(ax, d: Drawing) -> list:
-    """One line per body (empty data), labelled with the body's name."""
+    """One line per body (empty data), labelled with the body's name, then one thin line per
+    outline, in its body's colour (labelled with the name where no body line has it)."""
     dim = d.ground.shape[1]
     empty = [[]] * dim
-    return [ax.plot(*empty, "o-", lw=3, ms=4, label=name)[0] for name in d.names]
+    lines = [ax.plot(*empty, "o-", lw=3, ms=4, label=name)[0] for name in d.names]
+    colours = {name: line.get_color() for name, line in zip(d.names, lines, strict=True)}
+    for name, _ in d.outlines:
+        style = {"color": colours[name]} if name in colours else {"label": name}
+        lines.append(ax.plot(*empty, "-", lw=1, **style)[0])
+    return lines
 
 
 def _draw(lines: list, d: Drawing, i: int) -> None:
-    for line, pts in zip(lines, d.bodies, strict=True):
+    drawn = [*d.bodies, *(points for _, points in d.outlines)]
+    for line, pts in zip(lines, drawn, strict=True):
         xyz = pts[i].T
         line.set_data(xyz[0], xyz[1])
         if len(xyz) == 3:

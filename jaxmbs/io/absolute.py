@@ -17,6 +17,7 @@ anything else is refused with a `ValueError` naming it.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Sequence
 
 import equinox as eqx
 import jax
@@ -26,7 +27,7 @@ import numpy as np
 from .._internal.types import Array
 from ..kinematics import analyze_structure
 from ..model.joints import forces, spatial
-from ..model.joints.orientation import body_rate_matrix, euler_parameters
+from ..model.joints.orientation import body_rate_matrix, euler_parameters, parameter_rotation
 from ..model.mechanism import Mechanism
 from .tree import BALL, FREE, HINGE, SLIDE, Tree, param_key
 
@@ -170,6 +171,27 @@ def _moving_ancestor(tree: Tree, b: int, moving: list[int]) -> bool:
         if b in moving:
             return True
     return False
+
+
+def body_frames(
+    tree: Tree, moving: Sequence[int], q_ref: Array
+) -> Callable[[Array], tuple[Array, Array]]:
+    """The map q ↦ (x, R) from absolute coordinates to every MuJoCo body's frame, shapes
+    (nbody, 3) and (nbody, 3, 3). Moving body k (MuJoCo's `moving[k]`) has its centre of mass
+    c = q[7k : 7k + 3] and principal frame A(e), e = q[7k + 3 : 7k + 7]; as c = x + R·ipos and
+    A = R·A(iquat) (`Tree.inertial_frames`), its frame is R = A·A(iquat)ᵀ, x = c − R·ipos. The
+    other bodies are static: where they are at the joint coordinates q_ref."""
+    x_ref, R_ref = (jnp.asarray(a) for a in jax.jit(tree.frames)(q_ref))
+    index = np.asarray(moving, dtype=int)
+    irot_t, ipos = np.swapaxes(tree.body_irot[index], 1, 2), tree.body_ipos[index]
+
+    def frames(q: Array) -> tuple[Array, Array]:
+        poses = q.reshape(-1, 7)
+        R = parameter_rotation(poses[:, 3:]) @ irot_t
+        x = poses[:, :3] - jnp.einsum("bij,bj->bi", R, ipos)
+        return x_ref.at[index].set(x), R_ref.at[index].set(R)
+
+    return frames
 
 
 def absolute_state(tree: Tree, moving, q: Array, qd: Array | None = None):

@@ -11,6 +11,7 @@ mechanism. `mujoco` is imported only when a file is read.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -23,7 +24,8 @@ import numpy as np
 from .._internal.types import Array, ArrayLike
 from ..model.inputs import Profile
 from ..model.mechanism import Mechanism
-from .absolute import absolute_mechanism, absolute_state
+from .absolute import absolute_mechanism, absolute_state, body_frames
+from .geometry import DRAWN, Geom, Geometry
 from .report import ImportReport, LeftOut
 from .tree import (
     BALL,
@@ -84,6 +86,9 @@ class ImportedModel:
     - `tree`: the kinematic tree (frames of the bodies: `tree.frames(q)`).
     - `coordinates`: `"joints"` (q is `qpos`) or `"absolute"` (one Euler-parameter body per
       moving MuJoCo body, in `absolute_bodies` order: `jaxmbs.io.absolute`).
+    - `geometry`: the file's geoms as line drawings moved with their bodies
+      (`jaxmbs.io.geometry`); the mechanism carries it among its `joints`, so
+      [`jaxmbs.snapshot`][] and [`jaxmbs.animate`][] draw them.
     """
 
     mechanism: Mechanism
@@ -93,6 +98,7 @@ class ImportedModel:
     tree: Tree
     coordinates: str = JOINTS
     absolute_bodies: tuple[int, ...] = ()
+    geometry: Geometry | None = None
 
     def _joint_coordinates_only(self, what: str) -> None:
         if self.coordinates != JOINTS:
@@ -397,6 +403,12 @@ def _import(
     equality_off = off(D.mjDSBL_EQUALITY) or off(D.mjDSBL_CONSTRAINT)
     closures = _closures(mujoco, model, joints, left_out, notes, equality_off)
     _left_out_elements(mujoco, model, body_names, joint_names, off, left_out)
+    geoms = _geoms(mujoco, model)
+    if undrawn := [g for g in geoms if g.kind not in DRAWN]:
+        notes.append(
+            "geoms without a line drawing are not drawn: "
+            + ", ".join(f"{g.name!r} ({g.kind})" for g in undrawn)
+        )
     report = ImportReport(label, tuple(left_out), tuple(notes))
     if strict and (refused := [e for e in left_out if e.changes_motion]):
         raise ValueError(
@@ -426,11 +438,38 @@ def _import(
         q_ref = jnp.asarray(np.concatenate([j.ref for j in joints])) if joints else q0
         mech, moving = absolute_mechanism(tree, params, q_ref, label)
         q_abs, qd_abs = absolute_state(tree, moving, q0, qd0)
+        geometry = Geometry(body_names, geoms, body_frames(tree, moving, q_ref))
         return ImportedModel(
-            mech, jnp.asarray(q_abs), jnp.asarray(qd_abs), report, tree, ABSOLUTE, moving
-        )
+            _drawn(mech, geometry), jnp.asarray(q_abs), jnp.asarray(qd_abs), report, tree,
+            ABSOLUTE, moving, geometry,
+        )  # fmt: skip
     control = _control_function(label, tree, controls)
-    return ImportedModel(_mechanism(tree, params, q0, control), q0, qd0, report, tree)
+    geometry = Geometry(body_names, geoms, tree.frames)
+    mech = _mechanism(tree, params, q0, control, geometry)
+    return ImportedModel(mech, q0, qd0, report, tree, geometry=geometry)
+
+
+def _geoms(mujoco, model) -> tuple[Geom, ...]:
+    """Every geom of the compiled model: name, type, body, size and frame in its body."""
+    return tuple(
+        Geom(
+            _name(mujoco, model, mujoco.mjtObj.mjOBJ_GEOM, g, "geom"),
+            mujoco.mjtGeom(int(model.geom_type[g])).name.removeprefix("mjGEOM_").lower(),
+            int(model.geom_bodyid[g]),
+            np.array(model.geom_size[g], dtype=float),
+            np.array(model.geom_pos[g], dtype=float),
+            _quat_matrix(mujoco, model.geom_quat[g]),
+        )
+        for g in range(model.ngeom)
+    )
+
+
+def _drawn(mechanism: Mechanism, geometry: Geometry) -> Mechanism:
+    """The mechanism with the geometry added to its `joints` (what the pictures read), a
+    static field set on a copy as `Mechanism.replace_structure` sets its structure."""
+    new = copy.copy(mechanism)
+    object.__setattr__(new, "joints", (*mechanism.joints, geometry))
+    return new
 
 
 def _initial_state(mujoco, model, label: str, keyframe) -> tuple[np.ndarray, np.ndarray]:
@@ -672,7 +711,9 @@ def _control_function(label: str, tree: Tree, controls: Controls) -> Callable:
     return lambda t, q, qd, p: jnp.stack([jnp.asarray(u(t, q, qd, p)) for u in inputs])
 
 
-def _mechanism(tree: Tree, params: dict, q0: Array, control: Callable) -> Mechanism:
+def _mechanism(
+    tree: Tree, params: dict, q0: Array, control: Callable, geometry: Geometry
+) -> Mechanism:
     constraints = None
     if tree.n_constraints:
 
@@ -696,4 +737,5 @@ def _mechanism(tree: Tree, params: dict, q0: Array, control: Callable) -> Mechan
         constraint_groups=tree.constraint_groups() if tree.n_constraints else None,
         potential_energy=tree.potential_energy,
         reference_q=q0,
+        joints=(geometry,),  # not joints: the drawings of `jaxmbs.snapshot` and `animate`
     )
