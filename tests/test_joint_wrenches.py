@@ -10,7 +10,11 @@ Independent references:
   wrenches were computed with) and summed over the joints, against −Cᵀλ less the
   normalisations' share;
 - the power of a wrench against the power of its generalized force, for Euler-parameter and
-  ZXZ bodies, at velocities that do not keep eᵀe = 1.
+  ZXZ bodies, at velocities that do not keep eᵀe = 1;
+- which components of a redundant joint's wrench are determined: a body on two coaxial
+  bearings worked by hand (`test_coaxial_bearings_determined_components`), and on the
+  McPherson strut every component flagged determined unchanged, and those flagged not
+  changed, when λ moves along the left null space of C.
 """
 
 import jax
@@ -244,6 +248,177 @@ def test_wrench_power_equals_generalized_force_power(record_property):
     assert worst < 1e-13
     assert float(jnp.max(jnp.abs(jnp.stack(wrenches(q, normalisation))))) < 1e-14
     assert float(jnp.max(jnp.abs(normalisation))) > 0.5  # 2e on the Euler parameters
+
+
+# --- which components of a redundant joint's wrench are determined ------------------------------
+
+MOUNT, SPAN, CENTRE = np.array([0.0, 0.0, 1.0]), 1.0, 0.3
+#: Gravity with an axial (x) and two radial components, so that every hand value is non-zero.
+TILTED_GRAVITY = np.array([-3.0, 2.0, -9.0])
+
+
+def coaxial_bearings(kind: type):
+    """A body (Euler parameters, frame `FRAME`: its local z is the global x) on two bearings
+    of the global x axis, at P_A = `MOUNT` and P_B = P_A + L x̂, its centre at
+    c = P_A + x_c x̂ on the axis, at rest: `A` with the ground as body_i (its wrench is on
+    the body, global axes throughout), `B` with the body as body_i (its wrench is on the
+    ground; local axes: the body's). `kind`: `spatial.Spherical` or `spatial.Revolute`."""
+    x = np.array([1.0, 0.0, 0.0])
+    centre, points = MOUNT + CENTRE * x, (MOUNT, MOUNT + SPAN * x)
+    local = [FRAME.T @ (p - centre) for p in points]
+    axis = FRAME.T @ x
+    if kind is spatial.Spherical:
+        joints = [
+            spatial.Spherical("A", None, points[0], 0, local[0]),
+            spatial.Spherical("B", 0, local[1], None, points[1]),
+        ]
+    else:
+        joints = [
+            spatial.Revolute("A", None, points[0], x, 0, local[0], axis),
+            spatial.Revolute("B", 0, local[1], axis, None, points[1], x),
+        ]
+    body = spatial.Body("shaft", MASS, FRAME.T @ INERTIA @ FRAME, spatial.EULER_PARAMETERS)
+    q = spatial.pose(centre, FRAME)
+    mech = spatial.spatial_mechanism([body], joints, gravity=tuple(TILTED_GRAVITY), reference_q=q)
+    return mech, jnp.asarray(q)
+
+
+def left_null_shift(mech, q, lam, rng) -> jax.Array:
+    """A random μ in the left null space of C (Cᵀμ = 0, from the SVD of C), |μ| = |λ|."""
+    C = np.asarray(jax.jit(lambda q: jaxmbs.constraint_jacobian(mech, q))(q))
+    U, s, _ = np.linalg.svd(C)
+    rank = int(np.sum(s > 1e-8 * s[0]))
+    mu = U[:, rank:] @ rng.normal(size=C.shape[0] - rank)
+    assert np.max(np.abs(C.T @ mu)) < 1e-13 * np.linalg.norm(mu)
+    return jnp.asarray(mu * np.linalg.norm(lam) / np.linalg.norm(mu))
+
+
+VECTORS = ("force", "moment", "force_local", "moment_local")
+
+
+def flags(joint: dict) -> dict[str, list[bool]]:
+    return {v: np.asarray(joint[f"{v}_determined"]).tolist() for v in VECTORS}
+
+
+#: By hand (docstring of the test): per joint, the flags of force, moment, force_local and
+#: moment_local (A: local = global; B: local z = global x).
+HAND_FLAGS = {
+    spatial.Spherical: {
+        "A": ([False, True, True], [True] * 3, [False, True, True], [True] * 3),
+        "B": ([False, True, True], [True] * 3, [True, True, False], [True] * 3),
+    },
+    spatial.Revolute: {
+        "A": ([False] * 3, [True, False, False], [False] * 3, [True, False, False]),
+        "B": ([False] * 3, [True, False, False], [False] * 3, [False, False, True]),
+    },
+}
+
+
+@pytest.mark.parametrize("kind", [spatial.Spherical, spatial.Revolute])
+def test_coaxial_bearings_determined_components(kind, record_property):
+    """A body on two coaxial bearings, at rest (its centre on the axis: gravity has no moment
+    about it, q̈ = 0), worked by hand. Body: mass m, gravity g, bearing forces F_A, F_B and
+    moments N_A, N_B about P_A, P_B on it.
+
+    Two ball joints (7 rows, rank 6, redundancy 1): equilibrium F_A + F_B = −m g and, about
+    P_A, x̂ × (L F_B + x_c m g) = 0 (no moments about the balls' centres). The radial
+    components are determined, F_B⊥ = −(x_c/L) m g⊥ and F_A⊥ = −(1 − x_c/L) m g⊥; only the
+    sum of the axial ones is, F_Ax + F_Bx = −m g_x: the self-equilibrated pair F_A = −F_B = s x̂
+    is the left null space. Reported: A on the body, (F_A, 0) global; B on the ground,
+    (−F_B, 0), in the body's frame x̂ is local z. So force flags (x, y, z) = (no, yes, yes)
+    for A and B in global axes, (yes, yes, no) for B's local; moments all determined (zero).
+
+    Two revolute joints (11 rows, rank 6, redundancy 5): each bearing also carries a moment
+    perpendicular to the axis, so any pair F_A = −F_B = s with N_A = −N_B − (P_A − P_B) × s
+    (perpendicular to x̂) is self-equilibrated, for every s ∈ R³ and N_A ⊥ x̂: 5 directions.
+    No force component is determined — a radial pair's couple is taken by the bearing
+    moments — only the moments about the axis, N_Ax = N_Bx = 0: moment flags (yes, no, no)
+    in global axes, (no, no, yes) for B's local. The sums stay determined: F_A + F_B = −m g.
+
+    Checked: the flags equal the hand ones, `determined` is False for both (and is
+    `jaxmbs.analyze`'s verdict); every determined component equals its hand value to 1e-10
+    relative and is unchanged (1e-10) when λ moves by a random μ with Cᵀμ = 0, |μ| = |λ|;
+    every undetermined one changes by more than 1e-3 m g (m g L for moments)."""
+    mech, q = coaxial_bearings(kind)
+    qdd, lam = jax.jit(lambda q: jaxmbs.accelerations_and_multipliers(mech, q, jnp.zeros(7)))(q)
+    assert float(jnp.max(jnp.abs(qdd))) < 1e-12
+    joints = jaxmbs.constraint_reactions(mech, q, lam).joints
+    mu = left_null_shift(mech, q, lam, np.random.default_rng(SEED))
+    shifted = jaxmbs.constraint_reactions(mech, q, lam + mu).joints
+    weight = MASS * TILTED_GRAVITY
+    radial = np.array([0.0, 1.0, 1.0])
+    f_a, f_b = -(1 - CENTRE / SPAN) * weight * radial, -(CENTRE / SPAN) * weight * radial
+    if kind is spatial.Spherical:  # the determined components' hand values (others: 0 here)
+        hand = {"A": (f_a, 0, f_a, 0), "B": (-f_b, 0, FRAME.T @ -f_b, 0)}
+    else:
+        hand = {"A": (0, 0, 0, 0), "B": (0, 0, 0, 0)}
+    verdict = jaxmbs.analyze(mech, q).solvable
+    scale = {"force": MASS * G, "moment": MASS * G * SPAN}
+    worst_hand, worst_shift, least_change = 0.0, 0.0, np.inf
+    for name, expected_flags in HAND_FLAGS[kind].items():
+        assert flags(joints[name]) == dict(zip(VECTORS, expected_flags, strict=True)), name
+        assert not bool(joints[name]["determined"]) and not verdict[name]
+        for vector, mask, value in zip(VECTORS, expected_flags, hand[name], strict=True):
+            unit = scale[vector.split("_")[0]]
+            mask = np.asarray(mask)
+            got, moved = np.asarray(joints[name][vector]), np.asarray(shifted[name][vector])
+            expected = np.broadcast_to(value, (3,))
+            worst_hand = max(worst_hand, np.max(np.abs(got - expected)[mask], initial=0) / unit)
+            change = np.abs(moved - got) / unit
+            worst_shift = max(worst_shift, np.max(change[mask], initial=0.0))
+            least_change = min(least_change, np.min(change[~mask], initial=np.inf))
+    total = joints["A"]["force"] - joints["B"]["force"]  # F_A + F_B on the body
+    record_property("determined_vs_hand", worst_hand)
+    record_property("determined_change_under_null_shift", worst_shift)
+    record_property("least_undetermined_change", least_change)
+    assert worst_hand < 1e-10 and worst_shift < 1e-10
+    assert least_change > 1e-3
+    assert relative_error(total, -weight) < 1e-10
+
+
+def test_mcpherson_determined_components_under_null_shifts(record_property):
+    """The redundant strut (Euler parameters) at an assembled state along its drive (arm
+    0.3 rad, rack 2 cm, random consistent velocities). The joints `jaxmbs.analyze` finds
+    unique have every component determined; for every joint `determined` is "all
+    components determined". λ moved by three random μ with Cᵀμ = 0, |μ| = |λ|: each
+    component flagged determined is unchanged to 1e-10 relative (to the largest force, or
+    moment, of all joints), and every component flagged undetermined changes (more than
+    1e-4 of it) under at least one of them; every non-unique joint has such a component."""
+    mech = mcpherson.mcpherson_redundant(spatial.EULER_PARAMETERS)
+    generator = np.random.default_rng(SEED)
+    q0, _ = mcpherson.initial_state(mech, 0.3, 0.02)
+    q, qd = jaxmbs.assemble(mech, q0, generator.normal(size=mech.n))
+    _, lam = jax.jit(lambda q, qd: jaxmbs.accelerations_and_multipliers(mech, q, qd))(q, qd)
+    joints = jaxmbs.constraint_reactions(mech, q, lam).joints
+    shifts = [
+        jaxmbs.constraint_reactions(mech, q, lam + left_null_shift(mech, q, lam, generator)).joints
+        for _ in range(3)
+    ]
+    verdict = jaxmbs.analyze(mech, q).solvable
+    names = [j.name for j in spatial.joints_of(mech)]
+    scale = {
+        kind: max(float(jnp.linalg.norm(joints[n][kind])) for n in names)
+        for kind in ("force", "moment")
+    }
+    worst_shift, least_change = 0.0, np.inf
+    for name in names:
+        joint, per_vector = joints[name], flags(joints[name])
+        all_determined = all(all(f) for f in per_vector.values())
+        assert bool(joint["determined"]) == verdict[name] == all_determined, name
+        for vector, mask in per_vector.items():
+            mask = np.asarray(mask)
+            unit = scale[vector.split("_")[0]]
+            change = np.max(
+                [np.abs(np.asarray(s[name][vector]) - np.asarray(joint[vector])) for s in shifts],
+                axis=0,
+            )
+            worst_shift = max(worst_shift, np.max(change[mask], initial=0.0) / unit)
+            least_change = min(least_change, np.min(change[~mask], initial=np.inf) / unit)
+    record_property("determined_change_under_null_shift", worst_shift)
+    record_property("least_undetermined_change", least_change)
+    assert worst_shift < 1e-10
+    assert least_change > 1e-4
+    assert not all(verdict.values()) and any(verdict.values())
 
 
 # --- rolling contact ------------------------------------------------------------------------------

@@ -19,6 +19,26 @@ receives −F, −N about P_j). It is unique where the group's reaction is (QR c
 `solvability.unique_groups`, evaluated per state): the flag `determined`. A rolling joint
 reports the force at its contact point (`rolling.Contact.reaction`).
 
+Which components of a redundant joint's wrench are determined (Wojtyra–Frączek 2013, §3,
+eqs 21–27, component by component). λ is unique up to μ in the left null space of C
+(Cᵀμ = 0, μ = Q̃ d with Q̃ an orthonormal basis of it): every λ + μ gives the same motion
+and the same Cᵀλ, and moves the group's share f_X = C_Xᵀλ_X by C_Xᵀμ_X = B_X d, with
+B_X = C_Xᵀ Q̃_X (eq 27). The joint's wrench W (`force`, `moment`, and their components in
+body_i's frame) is linear in f_X: W = L(−f_X), L = the joint's `wrench` after
+`Layout.wrenches`; row k of L is a vector ℓ_k of q-space, W_k = −ℓ_kᵀ f_X. So W varies over
+the span of the columns of L B_X, and a component W_k = e_kᵀW (in the stated axes) is
+determined exactly when e_k is orthogonal to that span: ℓ_kᵀ B_X = 0. The statement is per
+component and needs no metric on the wrenches (no weighting of forces against moments),
+but it depends on the axes: the components along the axes of another frame are
+determined where those axes lie in the orthogonal complement of the span. Numerically
+|ℓ_kᵀ B_X| ≤ tol ‖ℓ_k‖₁ (every column), with `analyze`'s tol = rtol · max(1, max |C|)
+for B_X (`solvability.reaction_variations`): B_X's own test, max |B_X| ≤ tol, bounds
+|ℓ_kᵀ b| by ‖ℓ_k‖₁ tol, so the component test is that test carried through the wrench's
+map, in each component's own units; a unique joint has all its components determined.
+The converse holds too: a spatial joint's f_X with no wrench is zero (its rows depend on
+the normalised rotations only, so f_X is orthogonal to e, where Tᵀ is injective), so
+`determined` is "every component determined" (up to the tolerance).
+
 Physical reactions for a user-given distribution matrix B (Blajer et al. 1994, §5):
 Bᵀf = M q̈ − Q (eq 32 with M q̈ = Q + Bᵀf), computed by scheme 35, 37 or 38.
 """
@@ -42,7 +62,7 @@ from ..kinematics.constraints import constraint_jacobian
 from ..kinematics.structure import with_known_structure
 from ..model.joints import rolling, spatial
 from ..model.joints.planar import joints_of
-from .solvability import unique_groups
+from .solvability import reaction_variations, unique_groups
 
 if TYPE_CHECKING:
     from ..model import Mechanism
@@ -67,7 +87,11 @@ class Reactions(eqx.Module):
       the load on the mount), `force` and `moment` about P_j in global axes,
       `force_local` and `moment_local` in body_i's frame (ground: global), and
       `determined` (whether the joint's reaction is unique: redundant joints share an
-      undetermined part, `jaxmbs.analyze`). Rolling joints (`jaxmbs.joints.rolling`):
+      undetermined part, `jaxmbs.analyze`), with per component (booleans, shape (3,),
+      module docstring) `force_determined`, `moment_determined` (global axes) and
+      `force_local_determined`, `moment_local_determined` (body_i's frame): whether that
+      component is the same for every λ giving the motion (all True where `determined`).
+      Rolling joints (`jaxmbs.joints.rolling`):
       `normal_force`, `friction`, `force` on the body at the `contact_point`, and
       `determined`.
     """
@@ -93,28 +117,51 @@ def _reactions(mechanism: Mechanism, t, q, lam, params) -> Reactions:
 
 def _spatial_reactions(mechanism: Mechanism, q, lam, params, C, groups) -> dict:
     """The spatial joints' wrenches and the rolling joints' contact forces (module
-    docstring), each with its `determined` flag."""
+    docstring), each with its `determined` flag, and the wrenches' per-component flags."""
     two_body, contacts = spatial.joints_of(mechanism), rolling.contacts_of(mechanism)
     if not (two_body or contacts):
         return {}
     structure = mechanism.structure
-    if structure is not None and structure.redundancy == 0:  # every reaction is unique
+    redundant = structure is None or structure.redundancy > 0
+    if redundant:
+        variations, tol = reaction_variations(C, mechanism.constraint_groups)
+        unique = unique_groups(variations, tol)
+    else:  # every reaction and every component is unique
         unique = {name: jnp.ones((), bool) for name, _ in mechanism.constraint_groups}
-    else:
-        unique = unique_groups(C, mechanism.constraint_groups)
     out = {}
     if two_body:
         layout = spatial.Layout.from_mechanism(mechanism)
         frames = layout.frames(q)
         system = -jnp.stack([groups[j.name] for j in two_body])  # −f_X on the bodies
         forces, moments = jax.vmap(lambda f: layout.wrenches(q, f))(system)
+        # The wrenches of the unit generalized forces e_c, (n, N, 3) each: L's columns.
+        units = jax.vmap(lambda f: layout.wrenches(q, f))(jnp.eye(q.shape[0], dtype=C.dtype))
         for j, F, N in zip(two_body, forces, moments, strict=True):
-            out[j.name] = {**j.wrench(frames, params, F, N), "determined": unique[j.name]}
+            wrench = j.wrench(frames, params, F, N)
+            if redundant:
+                maps = jax.vmap(lambda F, N, j=j: j.wrench(frames, params, F, N))(*units)
+                flags = _determined_components(maps, variations[j.name], tol, unique[j.name])
+            else:
+                flags = {f"{k}_determined": jnp.ones(3, bool) for k in wrench}
+            out[j.name] = {**wrench, **flags, "determined": unique[j.name]}
     for c in contacts:
         slip = f"{c.name}.no_slip"
         lam_c, lam_s = (lam[jnp.asarray(mechanism.group_rows(g))] for g in (c.name, slip))
         determined = unique[c.name] & unique[slip]
         out[c.name] = {**c.reaction(q, params, lam_c, lam_s), "determined": determined}
+    return out
+
+
+def _determined_components(
+    maps: dict[str, Array], variations: Array, tol: Array, unique: Array
+) -> dict[str, Array]:
+    """Per component of each wrench vector, whether it is determined (module docstring):
+    `maps[name]` holds its rows ℓ_k as columns, shape (n, 3); `variations` is B_X (n, m + h);
+    |ℓ_kᵀ B_X| ≤ tol ‖ℓ_k‖₁, or the joint's reaction unique."""
+    out = {}
+    for name, rows in maps.items():
+        spread = jnp.max(jnp.abs(rows.T @ variations), axis=1)
+        out[f"{name}_determined"] = unique | (spread <= tol * jnp.sum(jnp.abs(rows), axis=0))
     return out
 
 
@@ -216,7 +263,7 @@ def physical_reactions(
     q, qd = jnp.asarray(q), jnp.asarray(qd)
     mechanism = with_known_structure(mechanism, q, t)
     structure = mechanism.structure
-    M, Q, C, gamma = equation_terms(mechanism, None, NoStabilization(), t, q, qd, params)
+    M, Q, C, gamma = equation_terms(mechanism, None, NoStabilization(), q, qd, t, params)
     B = _distribution(distribution, t, q, params)
     if B.ndim != 2 or B.shape[1] != mechanism.n or B.shape[0] != structure.rank:
         raise ValueError(

@@ -12,8 +12,9 @@ numerical tests of that condition, holonomic and Pfaffian rows alike:
 - rank criterion (direct sum): rank C_X + rank C_Y = rank C.
 
 The analysis runs in NumPy on concrete data, outside jit, like `jaxmbs.analyze_structure`;
-`unique_groups` is the QR criterion in JAX, per state under jit (the `determined` flags of
-the spatial joints' reactions, `jaxmbs.Reactions`).
+`reaction_variations` and `unique_groups` are the QR criterion in JAX, per state under jit
+(the `determined` flags of the spatial joints' reactions and of their components,
+`jaxmbs.Reactions`).
 """
 
 from __future__ import annotations
@@ -181,26 +182,40 @@ def _rank_rtol(dtype) -> float:
     return max(RANK_RTOL, 1000 * float(jnp.finfo(dtype).eps))
 
 
-def unique_groups(C, groups: tuple[tuple[str, tuple[int, ...]], ...]) -> dict[str, jax.Array]:
-    """The QR criterion (eq 27) in JAX at one configuration, for use under jit: group name →
-    whether B_X = C_Xᵀ Q̃_X vanishes, to the tolerance of `analyze`.
+def reaction_variations(
+    C, groups: tuple[tuple[str, tuple[int, ...]], ...]
+) -> tuple[dict[str, jax.Array], jax.Array]:
+    """The QR criterion's matrices in JAX at one configuration, for use under jit: group
+    name → B_X = C_Xᵀ Q̃_X, shape (n, m + h), and the tolerance of `analyze`,
+    tol = rtol · max(1, max |C|).
 
     Q̃ spans the left null space of C: here the columns of U of C = U S Vᵀ (full SVD) whose
-    singular values are ≤ tol, and those beyond n. Whether B_X = 0 does not depend on the
-    basis (another orthonormal one multiplies B_X by an orthogonal factor); max |B_X|, which
-    is held against tol, may differ from `analyze`'s by a factor up to √p, so the two agree
-    except within that factor of the tolerance. A verdict: no derivative flows through it.
+    singular values are ≤ tol, and those beyond n; the others are zero columns (a static
+    shape). λ + Q̃ d gives the same motion for every d, and moves f_X by B_X d: the columns
+    of B_X span the variations of the group's reaction. No derivative flows through them.
     """
     C = jax.lax.stop_gradient(C)
     tol = _rank_rtol(C.dtype) * jnp.maximum(1.0, jnp.max(jnp.abs(C)))
     U, s, _ = jnp.linalg.svd(C, full_matrices=True)
     kept = jnp.zeros(C.shape[0], bool).at[: s.size].set(s > tol)
     null = jnp.where(kept, 0.0, U)
-    out = {}
+    variations = {}
     for name, rows in groups:
         idx = np.asarray(rows, dtype=int)
-        out[name] = jnp.max(jnp.abs(C[idx].T @ null[idx])) <= tol
-    return out
+        variations[name] = C[idx].T @ null[idx]
+    return variations, tol
+
+
+def unique_groups(variations: dict[str, jax.Array], tol: jax.Array) -> dict[str, jax.Array]:
+    """The QR criterion (eq 27) in JAX: group name → whether B_X (`reaction_variations`)
+    vanishes, max |B_X| ≤ tol.
+
+    Whether B_X = 0 does not depend on the basis Q̃ (another orthonormal one multiplies B_X
+    by an orthogonal factor); max |B_X| may differ from `analyze`'s by a factor up to √p,
+    so the two agree except within that factor of the tolerance. A verdict: no derivative
+    flows through it.
+    """
+    return {name: jnp.max(jnp.abs(B)) <= tol for name, B in variations.items()}
 
 
 _jacobian = eqx.filter_jit(constraint_jacobian)
