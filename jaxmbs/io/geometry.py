@@ -37,8 +37,6 @@ from .._internal.types import Array
 
 #: Chords per full circle of an outline.
 SEGMENTS = 32
-#: The geom types drawn (MuJoCo's `mjtGeom` names, lower case, without `mjGEOM_`).
-DRAWN = ("sphere", "ellipsoid", "capsule", "cylinder", "box")
 _BREAK = np.full((1, 3), np.nan)
 _EX, _EY, _EZ = np.eye(3)
 
@@ -95,20 +93,25 @@ def _box(a: float, b: float, c: float) -> np.ndarray:
     return _pieces(*loops, *edges)
 
 
+#: The outline of each drawn geom type (MuJoCo's `mjtGeom` name, lower case, without
+#: `mjGEOM_`) from the three entries of its `geom_size`.
+_SHAPES = {
+    "sphere": lambda r, _, __: _sections(r, r, r),
+    "ellipsoid": _sections,
+    "capsule": lambda r, h, _: _capsule(r, h),
+    "cylinder": lambda r, h, _: _cylinder(r, h),
+    "box": _box,
+}
+#: The geom types drawn.
+DRAWN = tuple(_SHAPES)
+
+
 def outline(kind: str, size: np.ndarray) -> np.ndarray:
     """The wire outline of a drawn geom type (`DRAWN`) in its geom frame, shape (k, 3),
     pieces separated by NaN rows (module docstring)."""
-    a, b, c = (float(s) for s in size)
-    shapes = {
-        "sphere": lambda: _sections(a, a, a),
-        "ellipsoid": lambda: _sections(a, b, c),
-        "capsule": lambda: _capsule(a, b),
-        "cylinder": lambda: _cylinder(a, b),
-        "box": lambda: _box(a, b, c),
-    }
-    if kind not in shapes:
+    if kind not in _SHAPES:
         raise ValueError(f"no outline for geom type {kind!r}; drawn: {DRAWN}")
-    return shapes[kind]()
+    return _SHAPES[kind](*(float(s) for s in size))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
