@@ -135,7 +135,7 @@ def test_step_projection_with_one_factorisation(model):
 
     @jax.jit
     def both(q, qd):
-        step = jaxmbs.integrate.project_state(mech, 2, 0.0, (q, qd), mech.params)
+        step = jaxmbs.integrate.project_state(mech, (q, qd), 0.0, mech.params, 2)
         q_n = jaxmbs.project_positions(mech, q, 0.0, mech.params, 2)
         return step, (q_n, jaxmbs.project_velocities(mech, q_n, qd, 0.0, mech.params))
 
@@ -162,7 +162,7 @@ def test_step_projection_derivative(model):
     v = jax.tree.map(lambda leaf: jnp.asarray(rng.normal(size=np.shape(leaf))), x)
 
     def project(t, q, qd, params):
-        return jaxmbs.integrate.project_state(mech, 2, t, (q, qd), params)
+        return jaxmbs.integrate.project_state(mech, (q, qd), t, params, 2)
 
     def along(h):
         return jnp.concatenate(project(*jax.tree.map(lambda a, b: a + h * b, x, v)))

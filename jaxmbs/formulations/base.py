@@ -59,7 +59,7 @@ class AbstractFormulation(eqx.Module):
     name: ClassVar[str]
 
     def constraint_jacobian(
-        self, mechanism: Mechanism, t, q: Array, params: Params
+        self, mechanism: Mechanism, q: Array, t, params: Params
     ) -> ConstraintJacobian | StoredJacobian:
         """C at (t, q) in the form `accelerations` reads: dense by default; a formulation
         that works through the structure's algebra returns its `StoredJacobian`."""

@@ -75,7 +75,7 @@ class BandedWangHuston(AbstractFormulation):
 
     name: ClassVar[str] = "banded"
 
-    def constraint_jacobian(self, mechanism, t, q, params):
+    def constraint_jacobian(self, mechanism, q, t, params):
         return stored_constraint_jacobian(mechanism, q, t, params)
 
     def lapack_free(self, mechanism):

@@ -47,7 +47,7 @@ class _MinimalField(AbstractStateFunction):
 
     resolved: tuple[ResolvedVariant, ...]
 
-    def evaluate(self, t, y, params, valid):
+    def evaluate(self, y, t, params, valid):
         qI, vI, active_f, branches = y
 
         def vd_of(j, r):
@@ -58,7 +58,7 @@ class _MinimalField(AbstractStateFunction):
         return (jnp.where(valid, vI, 0.0), jnp.where(valid, vd, 0.0), *zeros)
 
 
-def _variant_criteria(mechanism, resolved, t, y, params):
+def _variant_criteria(mechanism, resolved, y, t, params):
     """Full q, q̇ of the active variant and κ of every variant's independent set."""
     qI, vI, active_f, branches = y
 
@@ -80,9 +80,9 @@ class _SwitchVariant(AbstractStateFunction):
     resolved: tuple[ResolvedVariant, ...]
     switching: Switching
 
-    def evaluate(self, t, y, params, valid):
+    def evaluate(self, y, t, params, valid):
         qI, vI, active_f, branches = y
-        q, qd, kappa = _variant_criteria(self.mechanism, self.resolved, t, y, params)
+        q, qd, kappa = _variant_criteria(self.mechanism, self.resolved, y, t, params)
         active = _index(active_f)
         best = jnp.argmax(kappa)
         switched = valid & self.switching.decide(kappa[active], kappa[best], best != active)
@@ -100,7 +100,7 @@ class _SwitchVariant(AbstractStateFunction):
         return y, switched
 
 
-def _initial_variant(mechanism, resolved, t0, q0, params) -> Array:
+def _initial_variant(mechanism, resolved, q0, t0, params) -> Array:
     """The variant whose independent set has the best criterion at q0."""
     structure = mechanism.structure
     if structure.rank:
@@ -180,17 +180,17 @@ class ClosingConditions(AbstractSwitchingStateSpace):
             )
         return ClosingConditions(self.variants, self.variant, self.switching, resolved=resolved)
 
-    def initial_state(self, mechanism, t0, q0, qd0, params, consistency_tol):
+    def initial_state(self, mechanism, q0, qd0, t0, params, consistency_tol):
         resolved = self.resolved
         if self.variant is None:
-            active = _initial_variant(mechanism, resolved, t0, q0, params)
+            active = _initial_variant(mechanism, resolved, q0, t0, params)
         else:
             active = jnp.asarray(self.variant, jnp.int32)
         table = jnp.asarray(np.array([r.ind for r in resolved]))
         branches = tuple(r.branch_of(q0, params) for r in resolved)
         y0 = (q0[table[active]], qd0[table[active]], active.astype(q0.dtype), branches)
         # The variant must reproduce the given velocities (a wrong branch or variant would not).
-        _, qd_rec, _ = _variant_criteria(mechanism, resolved, t0, y0, params)
+        _, qd_rec, _ = _variant_criteria(mechanism, resolved, y0, t0, params)
         scale = jnp.maximum(1.0, jnp.max(jnp.abs(qd0)))
         representable = jnp.max(jnp.abs(qd_rec - qd0)) <= consistency_tol * scale
         switch = _SwitchVariant(mechanism, resolved, self.switching)
@@ -204,11 +204,11 @@ class ClosingConditions(AbstractSwitchingStateSpace):
         switch = _SwitchVariant(mechanism, self.resolved, self.switching)
         return SwitchingSolver(solver, switch)
 
-    def physical_state(self, mechanism, t, y, params):
-        q, qd, _ = _variant_criteria(mechanism, self.resolved, t, y, params)
+    def physical_state(self, mechanism, y, t, params):
+        q, qd, _ = _variant_criteria(mechanism, self.resolved, y, t, params)
         return q, qd
 
-    def outputs(self, mechanism, stabilization, t, y, params):
+    def outputs(self, mechanism, stabilization, y, t, params):
         qI, vI, active_f, branches = y
         index = _index(jnp.where(jnp.isfinite(active_f), active_f, 0.0))
 
@@ -217,7 +217,7 @@ class ClosingConditions(AbstractSwitchingStateSpace):
             return terms.q, terms.qd, qdd
 
         q, qd, qdd = _active(self.resolved, index, of)
-        lam = multipliers_from_accelerations(mechanism, t, q, qd, qdd, params)
+        lam = multipliers_from_accelerations(mechanism, q, qd, qdd, t, params)
         return q, qd, qdd, lam
 
     def singular_conditions(self, mechanism):
@@ -226,7 +226,7 @@ class ClosingConditions(AbstractSwitchingStateSpace):
 
         def variant_singular(t, y, args, **kwargs):
             params, valid = args
-            _, _, kappa = _variant_criteria(mechanism, resolved, t, y, params)
+            _, _, kappa = _variant_criteria(mechanism, resolved, y, t, params)
             return (kappa[_index(y[2])] < switching.singular_tol) & valid
 
         return (variant_singular,)

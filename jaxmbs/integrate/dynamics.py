@@ -30,9 +30,9 @@ def equation_terms(
     mechanism: Mechanism,
     formulation: AbstractFormulation | None,
     stabilization: AbstractStabilization,
-    t,
     q: Coordinates,
     qd: Velocities,
+    t,
     params: Params,
 ):
     """M, Q, C and Γ̄ at one state, with C in the form the formulation reads
@@ -43,7 +43,7 @@ def equation_terms(
     if formulation is None:
         C = constraint_jacobian(mechanism, q, t, params)
     else:
-        C = formulation.constraint_jacobian(mechanism, t, q, params)
+        C = formulation.constraint_jacobian(mechanism, q, t, params)
     c, gamma = velocity_residual_and_gamma(mechanism, q, qd, t, params)
     gamma = stabilization.stabilized_gamma(
         gamma, c, lambda: position_residual(mechanism, q, t, params)
@@ -73,7 +73,7 @@ def accelerations_and_multipliers(
     mechanism = with_known_structure(mechanism, q, t)
     formulation = get_formulation(method, mechanism)
     M, Q, C, gamma = equation_terms(
-        mechanism, formulation, stabilization or NoStabilization(), t, q, qd, params
+        mechanism, formulation, stabilization or NoStabilization(), q, qd, t, params
     )
     if not multipliers:
         return formulation.accelerations(M, Q, C, gamma, mechanism), None

@@ -30,10 +30,10 @@ from ..model import Mechanism
 def rank_condition(
     mechanism: Mechanism,
     rtol: float,
-    positions: Callable[[Array, PyTree, Params], Array],
+    positions: Callable[[PyTree, Array, Params], Array],
 ) -> Callable[..., Array]:
     """The event condition `(t, y, args) -> bool`: the constraint Jacobian at the positions
-    q = `positions(t, y, params)` of the integrated state y has changed rank (the test of the
+    q = `positions(y, t, params)` of the integrated state y has changed rank (the test of the
     module notes). `args` = (params, valid); an invalid sample never triggers it."""
     test = mechanism.structure.algebra.rank_test(rtol)
 
@@ -41,7 +41,7 @@ def rank_condition(
     @jax.jit
     def rank_lost(t, y, args):
         params, valid = jax.lax.stop_gradient(args)
-        q = jax.lax.stop_gradient(positions(t, y, params))
+        q = jax.lax.stop_gradient(positions(y, t, params))
         return test(stored_constraint_jacobian(mechanism, q, t, params)) & valid
 
     def rank_changed(t, y, args, **kwargs):
@@ -50,7 +50,7 @@ def rank_condition(
     return rank_changed
 
 
-def relative_pivot(mechanism: Mechanism, t, q: Array, params: Params):
+def relative_pivot(mechanism: Mechanism, q: Array, t, params: Params):
     """min_k |R_kk| / max(max_k |R_kk|, 1) of the QR of C_Iᵀ at (t, q): how close the
     independent rows are to losing rank (1 for a mechanism without constraints)."""
     structure = mechanism.structure

@@ -394,7 +394,7 @@ class _Field(AbstractStateFunction):
     """y ↦ [q̇; q̈; 0; 0]: the derivative of the positions and velocities the state holds
     (diffrax asks for it to choose a first step when `dt0` is None; the steps do not)."""
 
-    def evaluate(self, t, y, params, valid):
+    def evaluate(self, y, t, params, valid):
         _, qd, qdd, lam = _split(y, self.structure.n)
         field = jnp.concatenate([qd, qdd, jnp.zeros_like(qdd), jnp.zeros_like(lam)])
         return jnp.where(valid, field, 0.0)
@@ -405,11 +405,11 @@ class _Projector(AbstractStateFunction):
 
     stabilization: AbstractStabilization
 
-    def evaluate(self, t, y, params, valid):
+    def evaluate(self, y, t, params, valid):
         n = self.structure.n
         q, qd, _, _ = _split(y, n)
-        q, qd = self.stabilization.project(self.mechanism, t, q, qd, params)
-        holds = self.stabilization.holds(self.mechanism, t, q, params)
+        q, qd = self.stabilization.project(self.mechanism, q, qd, t, params)
+        holds = self.stabilization.holds(self.mechanism, q, t, params)
         projected = jnp.concatenate([q, qd, y[2 * n :]])
         return jnp.where(valid, projected, y), holds | ~valid
 
@@ -424,11 +424,11 @@ class IndexThreeCoordinates(AbstractStateSpace):
     def name(self) -> str:
         return "generalized-alpha"
 
-    def initial_state(self, mechanism, t0, q0, qd0, params, consistency_tol):
+    def initial_state(self, mechanism, q0, qd0, t0, params, consistency_tol):
         """q̈_0 from the formulation, λ_I0 = (C_I C_Iᵀ)⁻¹ C_I (Q − M q̈_0) (eq 1)."""
         structure = mechanism.structure
         M, Q, C, gamma = equation_terms(
-            mechanism, self.formulation, NoStabilization(), t0, q0, qd0, params
+            mechanism, self.formulation, NoStabilization(), q0, qd0, t0, params
         )
         qdd0 = self.formulation.accelerations(M, Q, C, gamma, mechanism)
         lam0 = jnp.zeros((structure.rank,), q0.dtype)
@@ -448,15 +448,15 @@ class IndexThreeCoordinates(AbstractStateSpace):
         """The largest scaled error: only the positions carry one (eq 9)."""
         return jnp.max(jnp.abs(y))
 
-    def physical_state(self, mechanism, t, y, params) -> tuple[Coordinates, Velocities]:
+    def physical_state(self, mechanism, y, t, params) -> tuple[Coordinates, Velocities]:
         return _split(y, mechanism.structure.n)[:2]
 
-    def outputs(self, mechanism, stabilization, t, y, params):
+    def outputs(self, mechanism, stabilization, y, t, params):
         """(q, q̇, q̈, λ) of the Newton solve; λ the minimum-norm multipliers of all rows."""
         structure = mechanism.structure
         q, qd, qdd, lam = _split(y, structure.n)
         # Between steps the state is interpolated: the stabilisation projects it.
-        q, qd = stabilization.project(mechanism, t, q, qd, params)
+        q, qd = stabilization.project(mechanism, q, qd, t, params)
         if structure.n_constraints == 0:
             return q, qd, qdd, jnp.zeros((0,), q.dtype)
         C = constraint_jacobian(mechanism, q, t, params)

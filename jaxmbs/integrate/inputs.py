@@ -53,7 +53,7 @@ def mass_matrix_checks(mechanism: Mechanism, q, params) -> tuple[Array, Array]:
     return symmetric, definite
 
 
-def initial_checks(mechanism: Mechanism, t0, q0, qd0, params, tol: float) -> dict:
+def initial_checks(mechanism: Mechanism, q0, qd0, t0, params, tol: float) -> dict:
     """Checks of the initial state: finite, positive definite M, and consistent."""
     phi = position_residual(mechanism, q0, t0, params)
     c = velocity_residual(mechanism, q0, qd0, t0, params)

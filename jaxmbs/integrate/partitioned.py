@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 # ----------------------------------------------------------- compact partitioned equations
 
 
-def _velocities(mechanism: Mechanism, t, q, v, perm, params):
+def _velocities(mechanism: Mechanism, q, v, t, perm, params):
     """q̇ = Dᵀv_I + [0; η] (eqs 7, 9), with Dᵀ and the LU factors of C_D for reuse."""
     structure = mechanism.structure
     k, n = structure.dof, mechanism.n
@@ -88,7 +88,7 @@ def compact_equations(
     `v` are the independent velocities v_I = q̇_I. One LU factorisation of C_D gives A, η, ξ.
     """
     structure = mechanism.structure
-    qd, Dt, lu = _velocities(mechanism, t, q, v, perm, params)
+    qd, Dt, lu = _velocities(mechanism, q, v, t, perm, params)
     dep = perm[structure.dof :]
     c, gamma = velocity_residual_and_gamma(mechanism, q, qd, t, params)
     gamma = stabilization.stabilized_gamma(
@@ -113,7 +113,7 @@ class _CompactField(AbstractStateFunction):
 
     stabilization: AbstractStabilization
 
-    def evaluate(self, t, y, params, valid):
+    def evaluate(self, y, t, params, valid):
         q, v, perm_f = y
         qd, vd, _ = compact_equations(
             self.mechanism, self.stabilization, t, q, v, _as_perm(perm_f), params
@@ -121,7 +121,7 @@ class _CompactField(AbstractStateFunction):
         return jnp.where(valid, qd, 0.0), jnp.where(valid, vd, 0.0), jnp.zeros_like(perm_f)
 
 
-def _criteria(mechanism, t, q, perm, params):
+def _criteria(mechanism, q, t, perm, params):
     """κ of the current set, the best set's permutation and κ, the rank pivots of C."""
     structure = mechanism.structure
     k = structure.dof
@@ -139,12 +139,12 @@ class _Repartition(AbstractStateFunction):
 
     switching: Switching
 
-    def evaluate(self, t, y, params, valid):
+    def evaluate(self, y, t, params, valid):
         q, v, perm_f = y
         perm = _as_perm(perm_f)
-        current, best, best_value, _ = _criteria(self.mechanism, t, q, perm, params)
+        current, best, best_value, _ = _criteria(self.mechanism, q, t, perm, params)
         switched = valid & self.switching.decide(current, best_value, jnp.any(best != perm))
-        qd = _velocities(self.mechanism, t, q, v, perm, params)[0]
+        qd = _velocities(self.mechanism, q, v, t, perm, params)[0]
         v_new = qd[best[: self.structure.dof]]
         y = (
             q,
@@ -161,10 +161,10 @@ class _PositionProjector(AbstractStateFunction):
 
     stabilization: AbstractStabilization
 
-    def evaluate(self, t, y, params, valid):
+    def evaluate(self, y, t, params, valid):
         q, v, perm_f = y
-        projected = self.stabilization.project_positions(self.mechanism, t, q, params)
-        holds = self.stabilization.holds(self.mechanism, t, projected, params)
+        projected = self.stabilization.project_positions(self.mechanism, q, t, params)
+        holds = self.stabilization.holds(self.mechanism, projected, t, params)
         return (jnp.where(valid, projected, q), v, perm_f), holds | ~valid
 
 
@@ -234,11 +234,11 @@ class PartitionedCoordinates(AbstractSwitchingStateSpace):
         partition = tuple(int(i) for i in np.argsort(~mask, kind="stable"))
         return PartitionedCoordinates(self.independent, self.switching, partition=partition)
 
-    def initial_state(self, mechanism, t0, q0, qd0, params, consistency_tol):
+    def initial_state(self, mechanism, q0, qd0, t0, params, consistency_tol):
         structure = mechanism.structure
         k = structure.dof
         if self.partition is None:  # the best by the criterion at q0
-            perm0 = _criteria(mechanism, t0, q0, jnp.arange(mechanism.n), params)[1]
+            perm0 = _criteria(mechanism, q0, t0, jnp.arange(mechanism.n), params)[1]
         else:
             perm0 = jnp.asarray(self.partition, jnp.int32)
         y0 = (q0, qd0[perm0[:k]], perm0.astype(q0.dtype))
@@ -258,16 +258,16 @@ class PartitionedCoordinates(AbstractSwitchingStateSpace):
             stabilization.end_of_step(project),
         )
 
-    def physical_state(self, mechanism, t, y, params):
+    def physical_state(self, mechanism, y, t, params):
         q, v, perm_f = y
-        return q, _velocities(mechanism, t, q, v, _as_perm(perm_f), params)[0]
+        return q, _velocities(mechanism, q, v, t, _as_perm(perm_f), params)[0]
 
-    def outputs(self, mechanism, stabilization, t, y, params):
+    def outputs(self, mechanism, stabilization, y, t, params):
         q, v, perm_f = y
-        q = stabilization.project_positions(mechanism, t, q, params)
+        q = stabilization.project_positions(mechanism, q, t, params)
         perm = _as_perm(jnp.where(jnp.isfinite(perm_f), perm_f, -1.0))
         qd, _, qdd = compact_equations(mechanism, stabilization, t, q, v, perm, params)
-        lam = multipliers_from_accelerations(mechanism, t, q, qd, qdd, params)
+        lam = multipliers_from_accelerations(mechanism, q, qd, qdd, t, params)
         return q, qd, qdd, lam
 
     def singular_conditions(self, mechanism):
@@ -277,7 +277,7 @@ class PartitionedCoordinates(AbstractSwitchingStateSpace):
         def partition_singular(t, y, args, **kwargs):
             params, valid = args
             q, _, perm_f = y
-            current = _criteria(mechanism, t, q, _as_perm(perm_f), params)[0]
+            current = _criteria(mechanism, q, t, _as_perm(perm_f), params)[0]
             return (current < switching.singular_tol) & valid
 
         return (partition_singular,)

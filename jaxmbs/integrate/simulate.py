@@ -208,7 +208,7 @@ def simulate(
         rank_rtol=rank_rtol,
     )
     if throw and is_concrete(q0, qd0, t0, params):
-        check = eqx.filter_jit(initial_checks)(mechanism, t0, q0, qd0, params, consistency_tol)
+        check = eqx.filter_jit(initial_checks)(mechanism, q0, qd0, t0, params, consistency_tol)
         raise_if_invalid(check, consistency_tol)
     try:
         solution = _solve(mechanism, space, q0, qd0, t0, t1, saveat, options)
@@ -331,10 +331,10 @@ def _along_first_axis(mask: Array, x: Array) -> Array:
     return mask.reshape(mask.shape + (1,) * (x.ndim - 1))
 
 
-def _mass_matrix_valid(mechanism, space: AbstractStateSpace, t, y, params) -> Array:
+def _mass_matrix_valid(mechanism, space: AbstractStateSpace, y, t, params) -> Array:
     """Whether M(q) is symmetric positive definite at the state y (`mass_matrix_checks`); a
     decision, not differentiated."""
-    q = space.physical_state(mechanism, t, y, params)[0]
+    q = space.physical_state(mechanism, y, t, params)[0]
     return jnp.all(jnp.stack(mass_matrix_checks(mechanism, q, jax.lax.stop_gradient(params))))
 
 
@@ -445,8 +445,8 @@ def _internal_conditions(mechanism, space: AbstractStateSpace, options):
     internal = list(space.singular_conditions(mechanism))
     if options.rank_rtol is not None and mechanism.structure.rank > 0:
 
-        def positions(t, y, params):
-            return space.physical_state(mechanism, t, y, params)[0]
+        def positions(y, t, params):
+            return space.physical_state(mechanism, y, t, params)[0]
 
         internal.insert(0, rank_condition(mechanism, options.rank_rtol, positions))
     return internal
@@ -530,7 +530,7 @@ def _user_conditions(space, mechanism, event: diffrax.Event | None):
     def on_state(fn):
         def condition(t, y, args, **kwargs):
             params, _ = args
-            return fn(t, space.physical_state(mechanism, t, y, params), params, **kwargs)
+            return fn(t, space.physical_state(mechanism, y, t, params), params, **kwargs)
 
         return condition
 
@@ -554,10 +554,10 @@ def _classify(out: diffrax.Solution, problem: tuple, ok: Array, n_internal: int)
     near_singular = jnp.zeros((), bool)
     if options.rank_rtol is not None:  # part of the rank check
         t_f, final_, params_ = jax.lax.stop_gradient((t_final, final, params))
-        q_final = space.physical_state(mechanism, t_f, final_, params_)[0]
+        q_final = space.physical_state(mechanism, final_, t_f, params_)[0]
         near_singular = mass_pivot(mechanism, q_final, params_) < COLLAPSE_PIVOT
         if mechanism.structure.rank > 0:
-            pivot = relative_pivot(mechanism, t_f, q_final, params_)
+            pivot = relative_pivot(mechanism, q_final, t_f, params_)
             near_singular = near_singular | (pivot < COLLAPSE_PIVOT)
     result = RESULTS.where(
         out.result == diffrax.RESULTS.max_steps_reached,
@@ -591,7 +591,7 @@ def _outputs(mechanism, space: AbstractStateSpace, stabilization, params, ts, ys
     potential energy)."""
 
     def outputs(t, y):
-        q, qd, qdd, lam = space.outputs(mechanism, stabilization, t, y, params)
+        q, qd, qdd, lam = space.outputs(mechanism, stabilization, y, t, params)
         phi = position_residual(mechanism, q, t, params)
         c = velocity_residual(mechanism, q, qd, t, params)
         energy = mechanism.energy(q, qd, params) if mechanism.potential_energy is not None else None
@@ -633,13 +633,12 @@ def _solve(
     options: _Options,
 ) -> Solution:  # fmt: skip
     params = mechanism.params
-    ok = initial_checks(mechanism, t0, q0, qd0, params, options.consistency_tol)["ok"]
+    ok = initial_checks(mechanism, q0, qd0, t0, params, options.consistency_tol)["ok"]
     # An invalid initial state (NaN, inconsistent) is replaced by zeros and frozen, so that
     # it costs a batch nothing; its outputs are NaN and its result code says why.
     y0, representable = space.initial_state(
-        mechanism, t0, _frozen(ok, q0), _frozen(ok, qd0), params,
-        options.consistency_tol,
-    )  # fmt: skip
+        mechanism, _frozen(ok, q0), _frozen(ok, qd0), t0, params,
+        options.consistency_tol,)  # fmt: skip
     ok = ok & representable
     problem = (mechanism, space, y0, (params, ok), t0, t1, saveat, options)
     if isinstance(options.adjoint, DiscreteAdjoint):
@@ -659,7 +658,7 @@ def _solve(
     # A vmap, not `_map_saved`: the screen's small factorisations vectorise (no LAPACK call
     # under vmap, `jaxmbs._internal.linalg`), and as a loop it cost a reverse gradient of
     # the four-bar 40 % of its run.
-    mass_ok = jax.vmap(lambda t, y: _mass_matrix_valid(mechanism, space, t, y, params))(
+    mass_ok = jax.vmap(lambda t, y: _mass_matrix_valid(mechanism, space, y, t, params))(
         *jax.lax.stop_gradient(held)
     )
     # M(q) screened at the outputs (and where the run ended): the first invalid one ends the

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 
 def _corrector(
-    mechanism: Mechanism, rows: tuple[int, ...], t, q: Coordinates, params
+    mechanism: Mechanism, rows: tuple[int, ...], q: Coordinates, t, params
 ) -> Callable[[Array], Array]:
     """correct(residual) = −M⁻¹J_Rᵀ(J_R M⁻¹ J_Rᵀ)⁻¹ residual_R: the M-weighted minimum-norm
     Δ with J_R Δ = −residual_R on the independent rows R, with M and J = C taken at q and
@@ -69,7 +69,7 @@ def _corrector(
     return correct
 
 
-def _newton(mechanism, t, q, params, iterations, tolerance, correct=None):
+def _newton(mechanism, q, t, params, iterations, tolerance, correct=None):
     """`iterations` steps q ← q + correct(Φ(q)) on the independent holonomic rows, with
     the corrector rebuilt at every iterate (Newton) or a given one reused (chord Newton:
     each step multiplies Φ by O(|Δq|), so from a step's drift two take it to round-off).
@@ -80,7 +80,7 @@ def _newton(mechanism, t, q, params, iterations, tolerance, correct=None):
     rows = structure.independent_holonomic_rows
 
     def newton_step(_, q):
-        step = correct or _corrector(mechanism, rows, t, q, params)
+        step = correct or _corrector(mechanism, rows, q, t, params)
         return q + step(position_residual(mechanism, q, t, params))
 
     def iterate(q):
@@ -111,7 +111,7 @@ def project_positions(
     structure = mechanism.structure
     if structure.rank_holonomic == 0:
         return q
-    return _newton(mechanism, t, q, params, iterations, tolerance)[0]
+    return _newton(mechanism, q, t, params, iterations, tolerance)[0]
 
 
 def project_velocities(
@@ -121,7 +121,7 @@ def project_velocities(
     structure = mechanism.structure
     if structure.rank == 0:
         return qd
-    correct = _corrector(mechanism, structure.independent_rows, t, q, params)
+    correct = _corrector(mechanism, structure.independent_rows, q, t, params)
     return qd + correct(velocity_residual(mechanism, q, qd, t, params))
 
 
@@ -148,21 +148,20 @@ class AbstractStabilization(eqx.Module):
         return None
 
     def project(
-        self, mechanism: Mechanism, t, q: Coordinates, qd: Velocities,
-        params: Params,
-    ) -> tuple[Coordinates, Velocities]:  # fmt: skip
+        self, mechanism: Mechanism, q: Coordinates, qd: Velocities, t,
+        params: Params,) -> tuple[Coordinates, Velocities]:  # fmt: skip
         """A state (q, q̇) moved onto the position and velocity manifolds, after a step and at
         the output times (default: unchanged)."""
         return q, qd
 
     def project_positions(
-        self, mechanism: Mechanism, t, q: Coordinates, params: Params
+        self, mechanism: Mechanism, q: Coordinates, t, params: Params
     ) -> Coordinates:
         """q moved onto Φ = 0, for integrators whose velocities satisfy the constraints by
         construction (default: unchanged)."""
         return q
 
-    def holds(self, mechanism: Mechanism, t, q: Coordinates, params: Params) -> Array:
+    def holds(self, mechanism: Mechanism, q: Coordinates, t, params: Params) -> Array:
         """Whether a state the stabilisation projected at a step's end lies on Φ = 0 to its
         tolerance; where it does not, the step is rejected (default: True)."""
         return jnp.ones((), bool)
@@ -211,13 +210,13 @@ class Projection(AbstractStabilization):
     def end_of_step(self, project):
         return project
 
-    def project(self, mechanism, t, q, qd, params):
-        return project_state(mechanism, self.iterations, t, (q, qd), params, self.tolerance)
+    def project(self, mechanism, q, qd, t, params):
+        return project_state(mechanism, (q, qd), t, params, self.iterations, self.tolerance)
 
-    def project_positions(self, mechanism, t, q, params):
+    def project_positions(self, mechanism, q, t, params):
         return project_positions(mechanism, q, t, params, self.iterations, self.tolerance)
 
-    def holds(self, mechanism, t, q, params):
+    def holds(self, mechanism, q, t, params):
         """max |Φ_R(q)| ≤ `tolerance`, or ≤ √ε · max(1, |q|) without one (R: the independent
         holonomic rows): after a step whose drift the iterations can remove, the drift left
         is round-off, many orders below."""
@@ -253,7 +252,7 @@ def get_stabilization(stabilization: str | AbstractStabilization) -> AbstractSta
         ) from None
 
 
-def project_state(mechanism, iterations: int, t, y, params, tolerance=None):
+def project_state(mechanism, y, t, params, iterations: int = 2, tolerance=None):
     """Project a state (q, q̇) after a step onto the position and velocity manifolds.
 
     Chord Newton: Φ_q and M are factorised once at the step's end state. Without Pfaffian
@@ -279,14 +278,14 @@ def project_state(mechanism, iterations: int, t, y, params, tolerance=None):
 
     @jax.custom_jvp
     def project(t, q, qd, params):
-        return _project_state(mechanism, iterations, tolerance, t, q, qd, params)[:2]
+        return _project_state(mechanism, q, qd, t, params, iterations, tolerance)[:2]
 
     @project.defjvp
     def project_jvp(primals, tangents):
         t, q, qd, params = primals
         dt, dq, dqd, dparams = tangents
         q1, qd1, correct_q, correct_v, projected = _project_state(
-            mechanism, iterations, tolerance, t, q, qd, params
+            mechanism, q, qd, t, params, iterations, tolerance
         )
         if structure.rank_holonomic:
             _, dphi = jax.jvp(
@@ -307,14 +306,14 @@ def project_state(mechanism, iterations: int, t, y, params, tolerance=None):
     return project(t, q, qd, params)
 
 
-def _project_state(mechanism, iterations, tolerance, t, q, qd, params):
+def _project_state(mechanism, q, qd, t, params, iterations, tolerance):
     """`project_state`'s iterations: (q⁺, q̇⁺), the correctors used for positions and for
     velocities, and whether the positions were projected (False where a `tolerance` skipped
     them)."""
     structure = mechanism.structure
     rows = structure.independent_holonomic_rows
     if structure.rank_holonomic == 0:
-        correct_v = _corrector(mechanism, structure.independent_rows, t, q, params)
+        correct_v = _corrector(mechanism, structure.independent_rows, q, t, params)
         return (
             q,
             qd + correct_v(velocity_residual(mechanism, q, qd, t, params)),
@@ -322,10 +321,10 @@ def _project_state(mechanism, iterations, tolerance, t, q, qd, params):
             correct_v,
             False,
         )
-    correct_q = _corrector(mechanism, rows, t, q, params)
-    q, projected = _newton(mechanism, t, q, params, iterations, tolerance, correct_q)
+    correct_q = _corrector(mechanism, rows, q, t, params)
+    q, projected = _newton(mechanism, q, t, params, iterations, tolerance, correct_q)
     correct_v = correct_q
     if rows != structure.independent_rows:
-        correct_v = _corrector(mechanism, structure.independent_rows, t, q, params)
+        correct_v = _corrector(mechanism, structure.independent_rows, q, t, params)
     qd = qd + correct_v(velocity_residual(mechanism, q, qd, t, params))
     return q, qd, correct_q, correct_v, projected

@@ -58,9 +58,9 @@ class AbstractStateSpace(eqx.Module):
     def initial_state(
         self,
         mechanism: Mechanism,
-        t0: Array,
         q0: Coordinates,
         qd0: Velocities,
+        t0: Array,
         params: Params,
         consistency_tol: float,
     ) -> tuple[PyTree, Array]:
@@ -85,7 +85,7 @@ class AbstractStateSpace(eqx.Module):
 
     @abc.abstractmethod
     def physical_state(
-        self, mechanism: Mechanism, t: Array, y: PyTree, params: Params
+        self, mechanism: Mechanism, y: PyTree, t: Array, params: Params
     ) -> tuple[Coordinates, Velocities]:
         """(q, q̇) represented by the state y."""
 
@@ -94,8 +94,8 @@ class AbstractStateSpace(eqx.Module):
         self,
         mechanism: Mechanism,
         stabilization: AbstractStabilization,
-        t: Array,
         y: PyTree,
+        t: Array,
         params: Params,
     ) -> tuple[Coordinates, Velocities, Array, Array]:
         """(q, q̇, q̈, λ) at an output time, with λ the minimum-norm multipliers of all rows."""
@@ -136,10 +136,10 @@ class AbstractStateFunction(eqx.Module):
     @eqx.filter_jit
     def __call__(self, t, y, args):
         params, valid = args
-        return self.evaluate(t, y, params, valid)
+        return self.evaluate(y, t, params, valid)
 
     @abc.abstractmethod
-    def evaluate(self, t: Array, y: PyTree, params: Params, valid: Array) -> PyTree:
+    def evaluate(self, y: PyTree, t: Array, params: Params, valid: Array) -> PyTree:
         """The function's value; where `valid` is False, what freezes the sample."""
 
 
@@ -159,10 +159,10 @@ class _VectorField(AbstractStateFunction):
     formulation: AbstractFormulation
     stabilization: AbstractStabilization
 
-    def evaluate(self, t, y, params, valid):
+    def evaluate(self, y, t, params, valid):
         q, qd = split_state(y, self.structure.n)
         M, Q, C, gamma = equation_terms(
-            self.mechanism, self.formulation, self.stabilization, t, q, qd, params
+            self.mechanism, self.formulation, self.stabilization, q, qd, t, params
         )
         qdd = self.formulation.accelerations(M, Q, C, gamma, self.mechanism)
         # An invalid sample is frozen (zero field), so it finishes at once inside a batch.
@@ -175,10 +175,10 @@ class _Projector(AbstractStateFunction):
 
     stabilization: AbstractStabilization
 
-    def evaluate(self, t, y, params, valid):
+    def evaluate(self, y, t, params, valid):
         q, qd = split_state(y, self.structure.n)
-        q, qd = self.stabilization.project(self.mechanism, t, q, qd, params)
-        holds = self.stabilization.holds(self.mechanism, t, q, params)
+        q, qd = self.stabilization.project(self.mechanism, q, qd, t, params)
+        holds = self.stabilization.holds(self.mechanism, q, t, params)
         return jnp.where(valid, jnp.concatenate([q, qd]), y), holds | ~valid
 
 
@@ -200,7 +200,7 @@ class AllCoordinates(AbstractStateSpace):
     def name(self) -> str:
         return self.formulation.name
 
-    def initial_state(self, mechanism, t0, q0, qd0, params, consistency_tol):
+    def initial_state(self, mechanism, q0, qd0, t0, params, consistency_tol):
         return jnp.concatenate([q0, qd0]), jnp.ones((), bool)
 
     def vector_field(self, mechanism, stabilization):
@@ -210,15 +210,15 @@ class AllCoordinates(AbstractStateSpace):
         project = stabilization.end_of_step(_Projector(mechanism, stabilization))
         return solver if project is None else ProjectedSolver(solver, project)
 
-    def physical_state(self, mechanism, t, y, params):
+    def physical_state(self, mechanism, y, t, params):
         structure = mechanism.structure
         return split_state(y, structure.n)
 
-    def outputs(self, mechanism, stabilization, t, y, params):
+    def outputs(self, mechanism, stabilization, y, t, params):
         structure = mechanism.structure
         q, qd = split_state(y, structure.n)
         # Dense output between steps is interpolated: the stabilisation projects it too.
-        q, qd = stabilization.project(mechanism, t, q, qd, params)
+        q, qd = stabilization.project(mechanism, q, qd, t, params)
         qdd, lam = accelerations_and_multipliers(
             mechanism,
             q,

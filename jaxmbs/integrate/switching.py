@@ -157,7 +157,7 @@ class AbstractSwitchingStateSpace(AbstractStateSpace):
 
 
 def multipliers_from_accelerations(
-    mechanism, t, q: Array, qd: Array, qdd: Array, params: Params
+    mechanism, q: Array, qd: Array, qdd: Array, t, params: Params
 ) -> Array:
     """Minimum-norm λ with M q̈ + Cᵀλ = Q at a state whose accelerations are known: the
     least-squares solution of C_Iᵀ λ_I = Q − M q̈, expanded over redundant rows."""
