@@ -183,8 +183,6 @@ def monte_carlo(
 
     **Returns:** a [`jaxmbs.MonteCarloResult`][].
     """
-    # Over 80 lines only by the docstring of its public arguments (44 lines); the body
-    # (43 lines) checks the arguments and hands them on.
     # Over 80 lines only by this docstring, the reference of every argument (docs/api.md);
     # the work is in make_plan, run_chunks and the result's helpers below.
     plan = make_plan(

@@ -173,8 +173,8 @@ def simulate(
 
     **Returns:** a [`jaxmbs.Solution`][].
     """
-    # Over 80 lines only by the docstring of its public arguments (53 lines); the body
-    # (76 lines) checks the arguments and hands them on.
+    # Over 80 lines only by the docstring of its 21 public arguments: the body checks them,
+    # resolves the options once and hands them to `_solve`.
     if stepsize_controller is not None and (rtol is not None or atol is not None):
         raise ValueError(
             "rtol and atol set the default step-size controller; with stepsize_controller="
