@@ -83,8 +83,8 @@ def test_autodiff_terms_equal_hand_derived(random_states, case):
     @jax.jit
     @jax.vmap
     def evaluate(qi, b, v):
-        terms = jaxmbs.closing_terms(mech, variant, 0.0, qi[None], v[None], branch=b[None])
-        M_d, h_d = jaxmbs.minimal_equations(mech, variant, 0.0, qi[None], v[None], branch=b[None])
+        terms = jaxmbs.closing_terms(mech, variant, qi[None], v[None], 0.0, branch=b[None])
+        M_d, h_d = jaxmbs.minimal_equations(mech, variant, qi[None], v[None], 0.0, branch=b[None])
         qdd_qr = jaxmbs.accelerations(mech, terms.q, terms.qd, 0.0)
         C = jaxmbs.constraint_jacobian(mech, terms.q, 0.0, mech.params)
         ind = 0 if case == "a" else 2

@@ -103,7 +103,7 @@ class ResolvedVariant(eqx.Module):
             return jnp.zeros((0,), q.dtype)
         return jnp.asarray(self.variant.branch(q, params), q.dtype)
 
-    def terms(self, t, qI, vI, params, branch) -> ClosingTerms:
+    def terms(self, qI, vI, t, params, branch) -> ClosingTerms:
         t = jnp.asarray(t, qI.dtype)
 
         def g(qI_, t_):
@@ -132,16 +132,16 @@ class ResolvedVariant(eqx.Module):
             .set(A)
         )
 
-    def accelerations(self, mechanism, t, qI, vI, params, branch):
+    def accelerations(self, mechanism, qI, vI, t, params, branch):
         """(terms, Dᵀ, v̇_I, q̈) from the minimal equations (12)–(14)."""
-        terms = self.terms(t, qI, vI, params, branch)
+        terms = self.terms(qI, vI, t, params, branch)
         Dt = self.transpose_D(terms.A)
-        M_d, h_d, xi_full = _minimal(mechanism, t, terms, Dt, self.dep, params)
+        M_d, h_d, xi_full = _minimal(mechanism, terms, Dt, self.dep, t, params)
         vd = jsl.cho_solve(jsl.cho_factor(M_d, lower=True), h_d)
         return terms, Dt, vd, Dt @ vd + xi_full
 
 
-def _minimal(mechanism, t, terms: ClosingTerms, Dt, dep, params):
+def _minimal(mechanism, terms: ClosingTerms, Dt, dep, t, params):
     """M' = DMDᵀ, h' = D(h − M[0; ξ]) (1993 eqs 12–14), and [0; ξ] in mechanism order."""
     M = algebra.mass_matrix(mechanism, terms.q, params)
     Q = mechanism.forces(t, terms.q, terms.qd, params)
@@ -177,9 +177,9 @@ def resolve_variant(mechanism: Mechanism, variant: ClosingVariant) -> ResolvedVa
 def closing_terms(
     mechanism: Mechanism,
     variant: ClosingVariant,
-    t,
     q_I: ArrayLike,
     v_I: ArrayLike,
+    t=0.0,
     *,
     params: Params | None = None,
     branch: ArrayLike | None = None,
@@ -193,15 +193,15 @@ def closing_terms(
     resolved = resolve_variant(mechanism, variant)
     q_I = jnp.asarray(q_I, jnp.result_type(float))
     branch = jnp.zeros((0,), q_I.dtype) if branch is None else jnp.asarray(branch, q_I.dtype)
-    return resolved.terms(t, q_I, jnp.asarray(v_I, q_I.dtype), params, branch)
+    return resolved.terms(q_I, jnp.asarray(v_I, q_I.dtype), t, params, branch)
 
 
 def minimal_equations(
     mechanism: Mechanism,
     variant: ClosingVariant,
-    t,
     q_I: ArrayLike,
     v_I: ArrayLike,
+    t=0.0,
     *,
     params: Params | None = None,
     branch: ArrayLike | None = None,
@@ -209,5 +209,5 @@ def minimal_equations(
     """M'(q_I, t) and h'(q̇_I, q_I, t) of the minimal equations M' q̈_I = h' (1993 eqs 12–14)."""
     params = mechanism.params if params is None else params
     resolved = resolve_variant(mechanism, variant)
-    terms = closing_terms(mechanism, variant, t, q_I, v_I, params=params, branch=branch)
-    return _minimal(mechanism, t, terms, resolved.transpose_D(terms.A), resolved.dep, params)[:2]
+    terms = closing_terms(mechanism, variant, q_I, v_I, t, params=params, branch=branch)
+    return _minimal(mechanism, terms, resolved.transpose_D(terms.A), resolved.dep, t, params)[:2]

@@ -51,7 +51,7 @@ class _MinimalField(AbstractStateFunction):
         qI, vI, active_f, branches = y
 
         def vd_of(j, r):
-            return r.accelerations(self.mechanism, t, qI, vI, params, branches[j])[2]
+            return r.accelerations(self.mechanism, qI, vI, t, params, branches[j])[2]
 
         vd = _active(self.resolved, _index(active_f), vd_of)
         zeros = jax.tree_util.tree_map(jnp.zeros_like, (active_f, branches))
@@ -63,7 +63,7 @@ def _variant_criteria(mechanism, resolved, y, t, params):
     qI, vI, active_f, branches = y
 
     def state_of(j, r):
-        terms = r.terms(t, qI, vI, params, branches[j])
+        terms = r.terms(qI, vI, t, params, branches[j])
         P = jnp.linalg.qr(r.transpose_D(terms.A))[0]  # orthonormal basis of the tangent space
         return terms.q, terms.qd, P
 
@@ -109,7 +109,7 @@ def _initial_variant(mechanism, resolved, q0, t0, params) -> Array:
     else:
         r = resolved[0]
         branch = r.branch_of(q0, params)
-        terms = r.terms(t0, q0[np.asarray(r.ind)], jnp.zeros(len(r.ind), q0.dtype), params, branch)
+        terms = r.terms(q0[np.asarray(r.ind)], jnp.zeros(len(r.ind), q0.dtype), t0, params, branch)
         M = algebra.mass_matrix(mechanism, q0, params)
         W = metric_rows(M, jnp.linalg.qr(r.transpose_D(terms.A))[0])
     W = jax.lax.stop_gradient(W)
@@ -213,7 +213,7 @@ class ClosingConditions(AbstractSwitchingStateSpace):
         index = _index(jnp.where(jnp.isfinite(active_f), active_f, 0.0))
 
         def of(i, r):
-            terms, _, _, qdd = r.accelerations(mechanism, t, qI, vI, params, branches[i])
+            terms, _, _, qdd = r.accelerations(mechanism, qI, vI, t, params, branches[i])
             return terms.q, terms.qd, qdd
 
         q, qd, qdd = _active(self.resolved, index, of)

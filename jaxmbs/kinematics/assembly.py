@@ -66,7 +66,7 @@ def assemble(
 
     err = float("inf")
     for _ in range(max_iterations):
-        q_new, err = _newton_step(mechanism, t0, q, params, idx, q_fixed)
+        q_new, err = _newton_step(mechanism, q, t0, params, idx, q_fixed)
         err = float(err)
         if not np.isfinite(err):
             break
@@ -82,7 +82,7 @@ def assemble(
     # Below tol, Newton still converges quadratically: take the steps that keep halving |Φ|
     # (in float32, 1000 ε is ~1e-4, far above what `simulate` accepts as consistent).
     for _ in range(POLISH_STEPS):
-        q_next, err_new = _newton_step(mechanism, t0, q_new, params, idx, q_fixed)
+        q_next, err_new = _newton_step(mechanism, q_new, t0, params, idx, q_fixed)
         if not float(err_new) < 0.5 * err:
             break
         q, err, q_new = q_new, float(err_new), q_next
@@ -92,7 +92,7 @@ def assemble(
     index = np.asarray(idx, dtype=int)
     q = q.at[index].set(q_fixed)
     qd_fixed = qd[index]
-    qd = _velocity_correction(mechanism, t0, q, qd, params, idx)
+    qd = _velocity_correction(mechanism, q, qd, t0, params, idx)
     return q, qd.at[index].set(qd_fixed)
 
 
@@ -116,7 +116,7 @@ def _checked_guesses(n: int, q_guess: ArrayLike, qd_guess: ArrayLike | None):
     return q, qd
 
 
-def _constraints_and_fixed(mechanism: Model, t0, q: Array, params, idx: tuple[int, ...]):
+def _constraints_and_fixed(mechanism: Model, q: Array, t0, params, idx: tuple[int, ...]):
     """The Jacobian of [Φ ; ψ ; q_F] with respect to q (or q̇): [C ; rows of I]."""
     selector = jnp.eye(mechanism.n, dtype=q.dtype)[np.asarray(idx, dtype=int)]
     return jnp.concatenate([constraint_jacobian(mechanism, q, t0, params), selector])
@@ -125,20 +125,20 @@ def _constraints_and_fixed(mechanism: Model, t0, q: Array, params, idx: tuple[in
 # Compiled once per mechanism and set of fixed coordinates (the mechanism's functions are
 # static), so repeated assemblies of one model reuse them.
 @eqx.filter_jit
-def _newton_step(mechanism: Model, t0, q: Array, params, idx: tuple[int, ...], q_fixed):
+def _newton_step(mechanism: Model, q: Array, t0, params, idx: tuple[int, ...], q_fixed):
     """q − J⁺[Φ ; q_F − q_F,guess] with J the holonomic rows and the fixed coordinates, and
     max |residual| at q."""
     index = np.asarray(idx, dtype=int)
     r = jnp.concatenate([position_residual(mechanism, q, t0, params), q[index] - q_fixed])
-    J = _constraints_and_fixed(mechanism, t0, q, params, idx)
+    J = _constraints_and_fixed(mechanism, q, t0, params, idx)
     J = jnp.concatenate([J[: mechanism.n_holonomic], J[J.shape[0] - len(idx) :]])
     return q - jnp.linalg.pinv(J) @ r, jnp.max(jnp.abs(r), initial=0.0)
 
 
 @eqx.filter_jit
-def _velocity_correction(mechanism: Model, t0, q: Array, qd: Array, params, idx):
+def _velocity_correction(mechanism: Model, q: Array, qd: Array, t0, params, idx):
     """The minimum-norm correction of q̇ onto C q̇ + b = 0 with the fixed velocities kept."""
-    J = _constraints_and_fixed(mechanism, t0, q, params, idx)
+    J = _constraints_and_fixed(mechanism, q, t0, params, idx)
     residual = jnp.concatenate(
         [velocity_residual(mechanism, q, qd, t0, params), jnp.zeros(len(idx), q.dtype)]
     )
