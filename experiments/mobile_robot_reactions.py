@@ -211,11 +211,12 @@ def main():
 
     mech = robot.mobile_robot()
     q0, qd0 = robot.initial_state(mech)
-    report = jaxmbs.analyze(mech, q0)
+    report = jaxmbs.analyze_solvability(mech, q0)
     runs = simulate_variants(mech, q0, qd0, args.points)
     first = next(iter(runs.values()))[0]
     verdicts = [
-        jaxmbs.analyze(mech, first.q[k], float(first.ts[k])) for k in range(0, args.points, 20)
+        jaxmbs.analyze_solvability(mech, first.q[k], float(first.ts[k]))
+        for k in range(0, args.points, 20)
     ]
     same = all(v.solvable == report.solvable and v.consistent for v in verdicts)
     heading = np.degrees(np.asarray(first.q[:, 2]))

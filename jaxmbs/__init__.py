@@ -6,12 +6,12 @@ float64 is not switched on by importing jaxmbs; for accuracy work enable it firs
     jax.config.update("jax_enable_x64", True)
 """
 
-from .analysis import Analysis as Analysis
 from .analysis import GroupSolvability as GroupSolvability
 from .analysis import Linearization as Linearization
 from .analysis import Reactions as Reactions
 from .analysis import RowElimination as RowElimination
-from .analysis import analyze as analyze
+from .analysis import Solvability as Solvability
+from .analysis import analyze_solvability as analyze_solvability
 from .analysis import animate as animate
 from .analysis import conserves_energy as conserves_energy
 from .analysis import constraint_reactions as constraint_reactions

@@ -272,7 +272,7 @@ def analyze_command(args: argparse.Namespace) -> int:
     import jaxmbs
 
     mech, q0, _ = _build(args.model, args.links)
-    report = jaxmbs.analyze(mech, q0)
+    report = jaxmbs.analyze_solvability(mech, q0)
     print(f"model {args.model}, analysed at its initial configuration")
     print(report)
     if args.matrices:

@@ -159,8 +159,8 @@ def test_mcpherson_wrenches_sum_to_the_generalized_reactions(record_property):
     0.3, −0.3 rad; rack moved by 0, 2, −3 cm). Each joint's wrench, turned into generalized
     forces on both of its bodies (`sum_over_joints`) and summed over the joints, reproduces
     −Cᵀλ without the normalisations' share C_eᵀλ_e to 1e-10 relative. The `determined`
-    flags are `jaxmbs.analyze`'s verdicts (A_a, A_b, strut-rod and guide share a reaction
-    that is not unique), and the ball joints carry no moment about their centres."""
+    flags are `jaxmbs.analyze_solvability`'s verdicts (A_a, A_b, strut-rod and guide share a
+    reaction that is not unique), and the ball joints carry no moment about their centres."""
     mech = mcpherson.mcpherson_redundant(spatial.EULER_PARAMETERS)
     rng = np.random.default_rng(SEED)
     drive = ((0.0, 0.0), (0.3, 0.02), (-0.3, -0.03))
@@ -177,7 +177,7 @@ def test_mcpherson_wrenches_sum_to_the_generalized_reactions(record_property):
     total = jax.jit(jax.vmap(lambda q, w: sum_over_joints(mech, q, w)))(qs, wrenches)
     expected = -reactions.generalized + reactions.groups["normalization"]
     error = relative_error(total, expected)
-    verdict = jaxmbs.analyze(mech, qs[0]).solvable
+    verdict = jaxmbs.analyze_solvability(mech, qs[0]).solvable
     balls = [j.name for j in spatial.joints_of(mech) if isinstance(j, spatial.Spherical)]
     moment_ratio = max(
         float(
@@ -336,8 +336,8 @@ def test_coaxial_bearings_determined_components(kind, record_property):
     in global axes, (no, no, yes) for B's local. The sums stay determined: F_A + F_B = −m g.
 
     Checked: the flags equal the hand ones, `determined` is False for both (and is
-    `jaxmbs.analyze`'s verdict); every determined component equals its hand value to 1e-10
-    relative and is unchanged (1e-10) when λ moves by a random μ with Cᵀμ = 0, |μ| = |λ|;
+    `jaxmbs.analyze_solvability`'s verdict); every determined component equals its hand value
+    to 1e-10 relative and is unchanged (1e-10) when λ moves by a random μ with Cᵀμ = 0, |μ| = |λ|;
     every undetermined one changes by more than 1e-3 m g (m g L for moments)."""
     mech, q = coaxial_bearings(kind)
     qdd, lam = jax.jit(lambda q: jaxmbs.accelerations_and_multipliers(mech, q, jnp.zeros(7)))(q)
@@ -352,7 +352,7 @@ def test_coaxial_bearings_determined_components(kind, record_property):
         hand = {"A": (f_a, 0, f_a, 0), "B": (-f_b, 0, FRAME.T @ -f_b, 0)}
     else:
         hand = {"A": (0, 0, 0, 0), "B": (0, 0, 0, 0)}
-    verdict = jaxmbs.analyze(mech, q).solvable
+    verdict = jaxmbs.analyze_solvability(mech, q).solvable
     scale = {"force": MASS * G, "moment": MASS * G * SPAN}
     worst_hand, worst_shift, least_change = 0.0, 0.0, np.inf
     for name, expected_flags in HAND_FLAGS[kind].items():
@@ -378,7 +378,7 @@ def test_coaxial_bearings_determined_components(kind, record_property):
 
 def test_mcpherson_determined_components_under_null_shifts(record_property):
     """The redundant strut (Euler parameters) at an assembled state along its drive (arm
-    0.3 rad, rack 2 cm, random consistent velocities). The joints `jaxmbs.analyze` finds
+    0.3 rad, rack 2 cm, random consistent velocities). The joints `jaxmbs.analyze_solvability` finds
     unique have every component determined; for every joint `determined` is "all
     components determined". λ moved by three random μ with Cᵀμ = 0, |μ| = |λ|: each
     component flagged determined is unchanged to 1e-10 relative (to the largest force, or
@@ -394,7 +394,7 @@ def test_mcpherson_determined_components_under_null_shifts(record_property):
         jaxmbs.constraint_reactions(mech, q, lam + left_null_shift(mech, q, lam, generator)).joints
         for _ in range(3)
     ]
-    verdict = jaxmbs.analyze(mech, q).solvable
+    verdict = jaxmbs.analyze_solvability(mech, q).solvable
     names = [j.name for j in spatial.joints_of(mech)]
     scale = {
         kind: max(float(jnp.linalg.norm(joints[n][kind])) for n in names)

@@ -45,7 +45,7 @@ def check_verdicts(report):
 
 def test_solvability_at_q0(model):
     mech, q0, _ = model
-    report = jaxmbs.analyze(mech, q0)
+    report = jaxmbs.analyze_solvability(mech, q0)
     check_verdicts(report)
     # B_X of the paper (§4.2): the basis of the left null space is arbitrary, so compare
     # the coordinates B_X touches and its singular values (both basis-independent).
@@ -126,4 +126,4 @@ def test_solvability_along_the_trajectory(model, variants):
     sol, _ = next(iter(variants.values()))
     rng = np.random.default_rng(4)
     for k in rng.choice(len(sol.ts), size=20, replace=False):
-        check_verdicts(jaxmbs.analyze(mech, sol.q[k], float(sol.ts[k])))
+        check_verdicts(jaxmbs.analyze_solvability(mech, sol.q[k], float(sol.ts[k])))

@@ -261,7 +261,7 @@ def test_bad_input(blajer_state):
     with pytest.raises(ValueError, match=r"multipliers in \(2,\)"):
         jaxmbs.constraint_reactions(mech, q, jnp.zeros(3), 0.0)
     with pytest.raises(ValueError, match="finite configuration of shape"):
-        jaxmbs.analyze(mech, q[:2])
+        jaxmbs.analyze_solvability(mech, q[:2])
 
 
 # --- solvability --------------------------------------------------------------------------
@@ -272,7 +272,7 @@ def test_redundant_fourbar_solvability_and_elimination():
     C and D do not. Eliminating AB or one crank row moves load between A, B and AB only."""
     mech = fourbar.fourbar(redundant=True)
     q, qd = fourbar.initial_state(mech, 0.8, -2.0)
-    report = jaxmbs.analyze(mech, q)
+    report = jaxmbs.analyze_solvability(mech, q)
     assert (report.rank, report.redundancy, report.dof) == (8, 1, 1)
     assert report.solvable == {"A": False, "B": False, "C": True, "D": True, "AB": False}
     assert report.consistent
@@ -315,6 +315,6 @@ def test_analyze_in_float32(float32):
     mech = fourbar.fourbar(redundant=True)
     q, _ = fourbar.initial_state(mech, 0.8)
     assert q.dtype == jnp.float32
-    report = jaxmbs.analyze(mech, q)
+    report = jaxmbs.analyze_solvability(mech, q)
     assert report.solvable == {"A": False, "B": False, "C": True, "D": True, "AB": False}
     assert report.consistent

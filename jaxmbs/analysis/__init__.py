@@ -23,6 +23,6 @@ from .reactions import Reactions as Reactions
 from .reactions import constraint_reactions as constraint_reactions
 from .reactions import physical_reactions as physical_reactions
 from .reactions import solution_reactions as solution_reactions
-from .solvability import Analysis as Analysis
 from .solvability import GroupSolvability as GroupSolvability
-from .solvability import analyze as analyze
+from .solvability import Solvability as Solvability
+from .solvability import analyze_solvability as analyze_solvability

@@ -4,8 +4,8 @@ With redundancy p the equations of motion can be closed by deleting p chosen row
 C q̈ = Γ (and of Cᵀλ) so that the remaining r rows are independent. The motion does not
 depend on the choice; the multipliers of the deleted rows are zero by construction, which
 shifts their load onto the rows that stay. So the reactions of the groups that are not
-uniquely solvable (see `jaxmbs.analyze`) change with the choice, while the unique ones and
-the generalized reaction Cᵀλ do not. This is a formulation: pass it as
+uniquely solvable (see `jaxmbs.analyze_solvability`) change with the choice, while the
+unique ones and the generalized reaction Cᵀλ do not. This is a formulation: pass it as
 `simulate(..., method=eliminate_rows(mechanism, drop, q0))`.
 
 The kept rows are data, not static structure, so several elimination variants of one
@@ -111,6 +111,6 @@ def eliminate_rows(
         raise ValueError(
             f"the rows left after dropping {sorted(drop_set)} are dependent (rank "
             f"{int(np.sum(sv > tol))} < rank C = {structure.rank}): the motion would change; "
-            "choose rows from the redundant ones (see jaxmbs.analyze)"
+            "choose rows from the redundant ones (see jaxmbs.analyze_solvability)"
         )
     return RowElimination(keep, base)

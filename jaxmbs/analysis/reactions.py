@@ -4,7 +4,7 @@ Sign convention (Wojtyra–Frączek 2013, eqs 10, 15, 16): M q̈ + Cᵀλ = Q, a
 
     f = Cᵀλ = Q − M q̈          generalized constraint reactions (unique even when λ is not),
     f_X = C_Xᵀλ_X              the share of constraint group X (unique only for the groups
-                               that pass the solvability test of `jaxmbs.analyze`).
+                               that pass the solvability test of `jaxmbs.analyze_solvability`).
 
 The force system a group exerts on the bodies is −f_X. Joint terms (`Reactions.joints`) are
 physical forces and moments; each planar joint's `reaction` method states its direction.
@@ -31,7 +31,7 @@ determined exactly when e_k is orthogonal to that span: ℓ_kᵀ B_X = 0. The st
 component and needs no metric on the wrenches (no weighting of forces against moments),
 but it depends on the axes: the components along the axes of another frame are
 determined where those axes lie in the orthogonal complement of the span. Numerically
-|ℓ_kᵀ B_X| ≤ tol ‖ℓ_k‖₁ (every column), with `analyze`'s tol = rtol · max(1, max |C|)
+|ℓ_kᵀ B_X| ≤ tol ‖ℓ_k‖₁ (every column), with `analyze_solvability`'s tol = rtol · max(1, max |C|)
 for B_X (`solvability.reaction_variations`): B_X's own test, max |B_X| ≤ tol, bounds
 |ℓ_kᵀ b| by ‖ℓ_k‖₁ tol, so the component test is that test carried through the wrench's
 map, in each component's own units; a unique joint has all its components determined.
@@ -87,7 +87,7 @@ class Reactions(eqx.Module):
       the load on the mount), `force` and `moment` about P_j in global axes,
       `force_local` and `moment_local` in body_i's frame (ground: global), and
       `determined` (whether the joint's reaction is unique: redundant joints share an
-      undetermined part, `jaxmbs.analyze`), with per component (booleans, shape (3,),
+      undetermined part, `jaxmbs.analyze_solvability`), with per component (booleans, shape (3,),
       module docstring) `force_determined`, `moment_determined` (global axes) and
       `force_local_determined`, `moment_local_determined` (body_i's frame): whether that
       component is the same for every λ giving the motion (all True where `determined`).

@@ -59,7 +59,7 @@ class GroupSolvability:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Analysis(Structure):
+class Solvability(Structure):
     """Constraint structure and reaction solvability at one configuration.
 
     A [`jaxmbs.Structure`][] (n, m, h, rank r, rank Φ_q, independent rows, and the
@@ -134,7 +134,7 @@ def _rank(A: np.ndarray, tol: float) -> int:
     return int(np.sum(np.linalg.svd(A, compute_uv=False) > tol))
 
 
-def solvability(
+def group_solvability(
     C: np.ndarray,
     groups: tuple[tuple[str, tuple[int, ...]], ...],
     n_holonomic: int,
@@ -186,7 +186,7 @@ def reaction_variations(
     C, groups: tuple[tuple[str, tuple[int, ...]], ...]
 ) -> tuple[dict[str, jax.Array], jax.Array]:
     """The QR criterion's matrices in JAX at one configuration, for use under jit: group
-    name → B_X = C_Xᵀ Q̃_X, shape (n, m + h), and the tolerance of `analyze`,
+    name → B_X = C_Xᵀ Q̃_X, shape (n, m + h), and the tolerance of `analyze_solvability`,
     tol = rtol · max(1, max |C|).
 
     Q̃ spans the left null space of C: here the columns of U of C = U S Vᵀ (full SVD) whose
@@ -211,8 +211,8 @@ def unique_groups(variations: dict[str, jax.Array], tol: jax.Array) -> dict[str,
     vanishes, max |B_X| ≤ tol.
 
     Whether B_X = 0 does not depend on the basis Q̃ (another orthonormal one multiplies B_X
-    by an orthogonal factor); max |B_X| may differ from `analyze`'s by a factor up to √p,
-    so the two agree except within that factor of the tolerance. A verdict: no derivative
+    by an orthogonal factor); max |B_X| may differ from `analyze_solvability`'s by a factor
+    up to √p, so the two agree except within that factor of the tolerance. A verdict: no derivative
     flows through it.
     """
     return {name: jnp.max(jnp.abs(B)) <= tol for name, B in variations.items()}
@@ -221,7 +221,7 @@ def unique_groups(variations: dict[str, jax.Array], tol: jax.Array) -> dict[str,
 _jacobian = eqx.filter_jit(constraint_jacobian)
 
 
-def analyze(mechanism: Mechanism, q, t: float = 0.0, params=None) -> Analysis:
+def analyze_solvability(mechanism: Mechanism, q, t: float = 0.0, params=None) -> Solvability:
     """Rank, redundancy and reaction solvability of a mechanism at a concrete configuration.
 
     **Arguments:**
@@ -231,20 +231,22 @@ def analyze(mechanism: Mechanism, q, t: float = 0.0, params=None) -> Analysis:
     - `t`: time (rheonomic constraints).
     - `params`: parameters (default: the mechanism's).
 
-    **Returns:** an [`jaxmbs.Analysis`][]; `print(report)` shows the table,
+    **Returns:** an [`jaxmbs.Solvability`][]; `print(report)` shows the table,
     `report.solvable` maps each group to whether its reaction is unique.
     """
     params = mechanism.params if params is None else params
     q = np.asarray(q, dtype=float)
     if q.shape != (mechanism.n,) or not np.all(np.isfinite(q)):
-        raise ValueError(f"analyze needs a finite configuration of shape ({mechanism.n},)")
+        raise ValueError(
+            f"analyze_solvability needs a finite configuration of shape ({mechanism.n},)"
+        )
     # Arrays, not Python floats: one compilation serves every configuration and time.
     q, t = jnp.asarray(q), jnp.asarray(t, dtype=jnp.result_type(float))
     C = _jacobian(mechanism, q, t, jax.tree_util.tree_map(jnp.asarray, params))
     rtol = _rank_rtol(C.dtype)
     C = np.asarray(C, dtype=np.float64)
     m = mechanism.n_holonomic
-    rank, groups = solvability(C, mechanism.constraint_groups, m, rtol)
+    rank, groups = group_solvability(C, mechanism.constraint_groups, m, rtol)
     tol = rtol * max(1.0, float(np.max(np.abs(C), initial=0.0)))
     hol, basis, piv_h = pivoted_row_selection(C[:m], tol=tol)
     pf, _, piv_p = pivoted_row_selection(C[m:], basis=basis, tol=tol)
@@ -254,7 +256,7 @@ def analyze(mechanism: Mechanism, q, t: float = 0.0, params=None) -> Analysis:
             f"rank of C is ill-determined at this configuration (pivoted QR: {rank}, row "
             f"pivoting: {len(pivots)}); analyse a generic, non-singular configuration"
         )
-    return Analysis(
+    return Solvability(
         n=mechanism.n,
         n_holonomic=m,
         n_pfaffian=mechanism.n_pfaffian,
