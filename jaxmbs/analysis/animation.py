@@ -8,7 +8,8 @@ as markers. Mechanisms built by the planar and spatial builders carry their join
 (`Mechanism.joints`), so nothing extra is needed; for a hand-written mechanism pass them
 (`joints=`), without them only the centres of mass are drawn.
 
-An entry of the joints with a method `outlines(q) -> ((name, points), …)` (q of shape (T, n),
+A drawing of the mechanism (`Mechanism.drawings`), an object with a method
+`outlines(q) -> ((name, points), …)` (q of shape (T, n),
 points (T, k, d) with NaN rows between pieces) adds those outlines, thin lines in its body's
 colour: an imported model (`jaxmbs.io.from_mjcf`) carries its geoms that way
 (`jaxmbs.io.geometry.Geometry`), and is drawn by them alone where its coordinates are not a
@@ -139,16 +140,14 @@ def drawing(
         raise ValueError("pictures take one unbatched solution (ts of shape (T,))")
     joints = tuple(mechanism.joints if joints is None else joints)
     q = np.asarray(solution.q)
-    outlines = tuple(
-        o for j in joints if callable(getattr(j, "outlines", None)) for o in j.outlines(q)
-    )
+    outlines = tuple(o for d in mechanism.drawings for o in d.outlines(q))
     layout = _layout(mechanism)
     if layout is None:
         if not outlines:
             raise ValueError(
                 "pictures need a mechanism built by jaxmbs.joints.planar.planar_mechanism or "
                 "jaxmbs.joints.spatial.spatial_mechanism (coordinates name.x, name.y, …), or "
-                "joints with outlines (an imported model with geoms to draw)"
+                "drawings with outlines (an imported model with geoms to draw)"
             )
         return Drawing((), (), np.zeros((0, outlines[0][1].shape[-1])), outlines)
     names, point = layout

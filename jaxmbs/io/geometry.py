@@ -137,7 +137,7 @@ class Geometry:
     """What `jaxmbs.snapshot` and `jaxmbs.animate` draw of an imported model: its geoms and
     the map `frames: q ↦ (x, R)` from the mechanism's coordinates to every MuJoCo body's
     frame, shapes (nbody, 3) and (nbody, 3, 3) (`Tree.frames` in joint coordinates). An
-    imported mechanism carries it among its `joints`, so the pictures find it there."""
+    imported mechanism carries it among its `drawings`, so the pictures find it there."""
 
     body_names: tuple[str, ...]
     geoms: tuple[Geom, ...]

@@ -11,7 +11,6 @@ mechanism. `mujoco` is imported only when a file is read.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -87,7 +86,7 @@ class ImportedModel:
     - `coordinates`: `"joints"` (q is `qpos`) or `"absolute"` (one Euler-parameter body per
       moving MuJoCo body, in `absolute_bodies` order: `jaxmbs.io.absolute`).
     - `geometry`: the file's geoms as line drawings moved with their bodies
-      (`jaxmbs.io.geometry`); the mechanism carries it among its `joints`, so
+      (`jaxmbs.io.geometry`); the mechanism carries it among its `drawings`, so
       [`jaxmbs.snapshot`][] and [`jaxmbs.animate`][] draw them.
     """
 
@@ -440,7 +439,7 @@ def _import(
         q_abs, qd_abs = absolute_state(tree, moving, q0, qd0)
         geometry = Geometry(body_names, geoms, body_frames(tree, moving, q_ref))
         return ImportedModel(
-            _drawn(mech, geometry), jnp.asarray(q_abs), jnp.asarray(qd_abs), report, tree,
+            mech.with_drawings(geometry), jnp.asarray(q_abs), jnp.asarray(qd_abs), report, tree,
             ABSOLUTE, moving, geometry,
         )  # fmt: skip
     control = _control_function(label, tree, controls)
@@ -462,14 +461,6 @@ def _geoms(mujoco, model) -> tuple[Geom, ...]:
         )
         for g in range(model.ngeom)
     )
-
-
-def _drawn(mechanism: Mechanism, geometry: Geometry) -> Mechanism:
-    """The mechanism with the geometry added to its `joints` (what the pictures read), a
-    static field set on a copy as `Mechanism.replace_structure` sets its structure."""
-    new = copy.copy(mechanism)
-    object.__setattr__(new, "joints", (*mechanism.joints, geometry))
-    return new
 
 
 def _initial_state(mujoco, model, label: str, keyframe) -> tuple[np.ndarray, np.ndarray]:
@@ -737,5 +728,5 @@ def _mechanism(
         constraint_groups=tree.constraint_groups() if tree.n_constraints else None,
         potential_energy=tree.potential_energy,
         reference_q=q0,
-        joints=(geometry,),  # not joints: the drawings of `jaxmbs.snapshot` and `animate`
+        drawings=(geometry,),
     )

@@ -66,6 +66,8 @@ class Mechanism(eqx.Module):
       their forces and power back (`jaxmbs.joints.forces.ElementSet`; the builders set it).
     - `joints`: the joints the constraints were built from, for pictures of the mechanism
       (`jaxmbs.animate`; the builders set it, empty for a hand-written mechanism).
+    - `drawings`: further pictures, objects with a method `outlines(q)` (`jaxmbs.animate`:
+      an imported model's geoms, `jaxmbs.io.geometry.Geometry`).
     """
 
     mass_matrix: MassMatrixFn = eqx.field(static=True)
@@ -83,6 +85,7 @@ class Mechanism(eqx.Module):
     mass_product: MassProductFn | None = eqx.field(static=True)
     elements: ElementSet | None = eqx.field(static=True)
     joints: tuple = eqx.field(static=True)
+    drawings: tuple = eqx.field(static=True)
 
     def __init__(
         self,
@@ -101,6 +104,7 @@ class Mechanism(eqx.Module):
         mass_product: MassProductFn | None = None,
         elements: ElementSet | None = None,
         joints: Sequence = (),
+        drawings: Sequence = (),
     ):
         if n is None:
             if coordinate_names is not None:
@@ -120,6 +124,7 @@ class Mechanism(eqx.Module):
         self.potential_energy = potential_energy
         self.elements = elements
         self.joints = tuple(joints)
+        self.drawings = tuple(drawings)
         names = tuple(coordinate_names) if coordinate_names is not None else None
         self.coordinate_names = names or tuple(f"q{i}" for i in range(n))
         if len(self.coordinate_names) != n:
@@ -213,6 +218,13 @@ class Mechanism(eqx.Module):
         q = _check_q(q, self.n)
         _check_mass_matrix(np.asarray(self.mass_matrix(jnp.asarray(q), self.params)))
         return self.replace_structure(analyze_structure(self, q, t))
+
+    def with_drawings(self, *drawings) -> Mechanism:
+        """Return a copy carrying further `drawings` (objects with `outlines(q)`) for its
+        pictures (same functions, parameters and structure)."""
+        new = copy.copy(self)
+        object.__setattr__(new, "drawings", (*self.drawings, *drawings))  # a static field
+        return new
 
     def replace_structure(self, structure: Structure) -> Mechanism:
         """Return a copy carrying another analysed structure (same functions and parameters),
