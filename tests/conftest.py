@@ -1,7 +1,10 @@
 """Tests run in float64 (jaxmbs never switches it on by itself), and compile with XLA's
 quick CPU settings (below)."""
 
+import json
 import os
+import pathlib
+import statistics
 import subprocess
 import sys
 
@@ -88,3 +91,29 @@ def _release_compiled_programs():
     loadfile` keeps it on one worker); a mechanism shared between modules compiles again."""
     yield
     jax.clear_caches()
+
+
+#: Each test module's seconds in the last measured suite run (`python -m benchmarks.suite`
+#: writes it): the order in which the modules are handed to the workers.
+MODULE_SECONDS = pathlib.Path(__file__).with_name("module_seconds.json")
+
+
+def pytest_configure(config):
+    """pytest-xdist hands whole modules (`--dist loadfile`) to the workers in the order of
+    the collection, not reordered by test count: see `pytest_collection_modifyitems`."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config, items):
+    """The longest modules first (longest-processing-time scheduling): the workers then
+    finish within about one short module of each other. In the suite's order the two
+    workers of the README's command ended 94 s apart (830 and 924 s of work). A module
+    without a record counts as a median one; the tests inside a module keep their order."""
+    recorded = json.loads(MODULE_SECONDS.read_text()) if MODULE_SECONDS.exists() else {}
+    median = statistics.median(recorded.values()) if recorded else 0.0
+
+    def seconds(item) -> float:
+        return recorded.get(item.path.name, median)
+
+    items.sort(key=lambda item: -seconds(item))  # stable: a module's tests stay in order
