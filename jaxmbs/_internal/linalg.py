@@ -402,6 +402,38 @@ def _single_or_batched_rows(passes: int):
     return _library_unless_vmapped(_householder_rows, lambda A: _gram_schmidt_rows(A, passes))
 
 
+def pivoted_rows(W, steps: int, basis=None, xp=jnp) -> tuple:
+    """The rows of W (r, k) in the order of Gram–Schmidt with pivoting on their norms — the
+    column-pivoted QR of Wᵀ by modified Gram–Schmidt: each of `steps` passes takes the row of
+    largest remaining norm (the first of equal ones), R_ii = its norm, and removes its
+    direction from every row, so a row in the span of those taken has norm zero and comes
+    last. The rows are first projected onto the orthogonal complement of the orthonormal
+    rows of `basis`. One algorithm for the concrete analyses (`xp=np`: float64 whatever
+    JAX's precision, the structure's rank and redundancy) and traced ones (`xp=jnp`: the
+    choice of independent coordinates along a motion; `steps` static, the loop unrolled).
+
+    **Returns:** the rows taken, in order (`steps`,), their norms R_ii when taken (in exact
+    arithmetic non-increasing), and the orthonormal directions (`steps`, k).
+    """
+    r, k = W.shape
+    if steps == 0:
+        return xp.zeros((0,), int), xp.zeros((0,), W.dtype), xp.zeros((0, k), W.dtype)
+    residual = W if basis is None else W - (W @ basis.T) @ basis
+    taken = xp.zeros(r, bool)
+    order, pivots, directions = [], [], []
+    for _ in range(steps):
+        norms = xp.where(taken, -1.0, xp.sum(residual * residual, axis=1))
+        i = xp.argmax(norms)
+        pivot = xp.sqrt(xp.maximum(norms[i], 0.0))
+        direction = residual[i] / xp.maximum(pivot, xp.finfo(W.dtype).tiny)
+        residual = residual - xp.outer(residual @ direction, direction)
+        taken = taken | (xp.arange(r) == i)
+        order.append(i)
+        pivots.append(pivot)
+        directions.append(direction)
+    return xp.stack(order), xp.stack(pivots), xp.stack(directions)
+
+
 class BlockTridiagonalFactor(NamedTuple):
     """Block cyclic reduction of a block-tridiagonal A (see `block_tridiagonal_factor`).
 

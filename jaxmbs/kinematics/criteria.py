@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
 from .._internal.checks import coordinate_indices
+from .._internal.linalg import pivoted_rows
 from .._internal.types import Array, Coordinates, MassMatrix, Model, Params
 from . import algebra
 from .constraints import constraint_jacobian
@@ -143,18 +144,12 @@ def pivoted_choice(W: Array) -> Array:
 
     Each pass takes the row of largest remaining squared norm (the first pass: the largest
     cos²αᵢ) and removes its direction from all rows, so a coordinate whose row depends on the
-    ones taken has zero remaining norm and is never taken: W_I, hence C_D, is nonsingular.
+    ones taken has zero remaining norm and is never taken: W_I, hence C_D, is nonsingular
+    (`jaxmbs._internal.linalg.pivoted_rows`, the structure's row selection too).
     """
     n, k = W.shape
-    residual = W
-    chosen = jnp.zeros(n, bool)
-    for _ in range(k):
-        norms = jnp.where(chosen, -1.0, jnp.sum(residual * residual, axis=1))
-        i = jnp.argmax(norms)
-        direction = residual[i] / jnp.sqrt(jnp.maximum(norms[i], jnp.finfo(W.dtype).tiny))
-        residual = residual - jnp.outer(residual @ direction, direction)
-        chosen = chosen.at[i].set(True)
-    return chosen
+    taken = pivoted_rows(W, k)[0]
+    return jnp.zeros(n, bool).at[taken].set(True)
 
 
 def permutation(mask: Array) -> Array:

@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._internal.linalg import pivoted_rows
 from .._internal.types import Model
 from .algebra import AbstractAlgebra, BandedAlgebra, DenseAlgebra
 from .constraints import constraint_jacobian, position_residual, velocity_residual
@@ -128,31 +129,18 @@ class Structure:
 def pivoted_row_selection(
     rows: np.ndarray, basis: np.ndarray | None = None, tol: float = 0.0
 ) -> tuple[list[int], np.ndarray, list[float]]:
-    """Greedy maximal independent subset of `rows` (Gram–Schmidt with pivoting on norm).
+    """Greedy maximal independent subset of `rows` (Gram–Schmidt with pivoting on norm, in
+    float64: `jaxmbs._internal.linalg.pivoted_rows`), stopped at the first pivot ≤ `tol`.
 
     Rows are first projected onto the orthogonal complement of the orthonormal `basis` rows.
 
     **Returns:** the chosen row indices in pivot order, the new orthonormal rows, the pivots.
     """
-    residual = np.array(rows, dtype=np.float64, copy=True)
-    if basis is not None and basis.size:
-        residual -= (residual @ basis.T) @ basis
-    chosen: list[int] = []
-    pivots: list[float] = []
-    new_basis = []
-    for _ in range(min(residual.shape)):
-        norms = np.linalg.norm(residual, axis=1)
-        norms[chosen] = -1.0
-        i = int(np.argmax(norms))
-        if norms[i] <= tol:
-            break
-        v = residual[i] / norms[i]
-        chosen.append(i)
-        pivots.append(float(norms[i]))
-        new_basis.append(v)
-        residual -= np.outer(residual @ v, v)
-    out = np.array(new_basis).reshape(len(new_basis), rows.shape[1])
-    return chosen, out, pivots
+    rows = np.asarray(rows, dtype=np.float64)
+    basis = None if basis is None or not basis.size else np.asarray(basis, np.float64)
+    order, pivots, directions = pivoted_rows(rows, min(rows.shape), basis, xp=np)
+    count = int(np.argmin(pivots > tol)) if np.any(pivots <= tol) else len(pivots)
+    return [int(i) for i in order[:count]], directions[:count], [float(p) for p in pivots[:count]]
 
 
 def analyze_structure(
