@@ -71,6 +71,7 @@ from .kinematics import Structure as Structure
 from .kinematics import acceleration_rhs as acceleration_rhs
 from .kinematics import analyze_structure as analyze_structure
 from .kinematics import assemble as assemble
+from .kinematics import consistent_state as consistent_state
 from .kinematics import constraint_jacobian as constraint_jacobian
 from .kinematics import independent_coordinates as independent_coordinates
 from .kinematics import partition_criterion as partition_criterion
@@ -85,7 +86,6 @@ from .model import map_coordinates as map_coordinates
 from .optimize import GRADIENT_MODES as GRADIENT_MODES
 from .optimize import OptimizationResult as OptimizationResult
 from .optimize import central_difference_gradient as central_difference_gradient
-from .optimize import consistent_state as consistent_state
 from .optimize import optimize as optimize
 from .optimize import trajectory_loss as trajectory_loss
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import equinox as eqx
@@ -36,122 +36,13 @@ import numpy as np
 import optimistix as optx
 from jax.flatten_util import ravel_pytree
 
-from ._internal.checks import coordinate_indices
 from ._internal.types import Array, ArrayLike, Params
 from .integrate import RESULTS, simulate
-from .kinematics import constraint_jacobian, position_residual, velocity_residual
 
 if TYPE_CHECKING:
     from .model import Mechanism
 
 GRADIENT_MODES = ("reverse", "forward", "central-difference")
-
-
-def consistent_state(
-    mechanism: Mechanism,
-    q_guess: ArrayLike,
-    qd_guess: ArrayLike,
-    t0: float = 0.0,
-    *,
-    params: Params | None = None,
-    fixed: Sequence[int | str] = (),
-    iterations: int = 8,
-) -> tuple[Array, Array]:
-    """Consistent (q0, q̇0) near a guess, differentiable and usable under `jit`/`vmap`.
-
-    Newton–Raphson with minimum-norm steps Δq = −Jᵀ(JJᵀ)⁻¹ r on Φ_I(q, t0) = 0 together
-    with q_F = q_F,guess for the `fixed` coordinates (J = [Φ_q,I ; E_F], I the independent
-    holonomic rows of the mechanism's structure, so redundant rows are harmless), for a
-    fixed number of `iterations`; then the minimum-norm velocity correction onto
-    C_I q̇ + b_I = 0 that keeps the fixed velocities.
-
-    Derivative of the positions. When the fixed coordinates complete the independent
-    constraints to a square J (|I| + |F| = n: the fixed coordinates are a set of
-    independent coordinates), the assembled q* is the locally unique root of
-    [Φ_I(q, t0; θ) ; q_F − q_F,guess] = 0, and its derivative is the implicit-function one,
-
-        J dq* = [−Φ_I,θ dθ − Φ_I,t dt0 ; dq_F,guess],
-
-    one linear solve at q* instead of differentiating every iteration (no second
-    derivatives of Φ, a shorter program under reverse mode). Otherwise q* depends on the
-    whole guess through the iterations, which are differentiated as they run.
-
-    **Arguments:** as [`jaxmbs.assemble`][]; `q_guess` must lie in the basin of the wanted
-    assembly branch (e.g. the assembled state of a nearby design).
-
-    **Returns:** `(q0, qd0)`; check `position_residual` if convergence is in doubt.
-    """
-    if isinstance(t0, Mapping):
-        raise TypeError(
-            "consistent_state(mechanism, q_guess, qd_guess, t0, *, params=...): the fourth "
-            "argument is the time, as in assemble; pass the parameters as params="
-        )
-    params = mechanism.params if params is None else params
-    structure = mechanism.structure
-    if structure is None:
-        raise ValueError("consistent_state needs a mechanism with a structure (reference_q=...)")
-    q = jnp.asarray(q_guess)
-    qd = jnp.asarray(qd_guess, q.dtype)
-    if q.shape != (mechanism.n,) or qd.shape != (mechanism.n,):
-        raise ValueError(
-            f"q_guess and qd_guess must have shape ({mechanism.n},), got {q.shape}, {qd.shape}"
-        )
-    t0 = jnp.asarray(t0, q.dtype)
-    params = jax.tree_util.tree_map(jnp.asarray, params)
-    idx = coordinate_indices(mechanism, fixed)
-    selector = jnp.eye(mechanism.n, dtype=q.dtype)[idx]
-    hol = jnp.asarray(structure.independent_holonomic_rows, dtype=int)
-    rows = jnp.asarray(structure.independent_rows, dtype=int)
-
-    def min_norm(J, r):
-        return J.T @ jnp.linalg.solve(J @ J.T, r)
-
-    def position_jacobian(t, q_, p):
-        return jnp.concatenate([constraint_jacobian(mechanism, q_, t, p)[hol], selector])
-
-    def assembled(q_guess, t, p):
-        q_fixed = q_guess[idx]
-
-        def newton(q_, _):
-            r = jnp.concatenate([position_residual(mechanism, q_, t, p)[hol], q_[idx] - q_fixed])
-            return q_ - min_norm(position_jacobian(t, q_, p), r), None
-
-        q_, _ = jax.lax.scan(newton, q_guess, None, length=iterations)
-        return q_.at[idx].set(q_fixed)  # satisfied to round-off by the iterations: exactly
-
-    if len(structure.independent_holonomic_rows) + len(idx) == mechanism.n:
-        assembled = _implicit_derivative(assembled, mechanism, hol, idx, position_jacobian)
-    q = assembled(q, t0, params)
-    qd_fixed = qd[idx]
-    c = velocity_residual(mechanism, q, qd, t0, params)[rows]
-    J = jnp.concatenate([constraint_jacobian(mechanism, q, t0, params)[rows], selector])
-    qd = qd - min_norm(J, jnp.concatenate([c, jnp.zeros_like(qd_fixed)]))
-    return q, qd.at[idx].set(qd_fixed)
-
-
-def _implicit_derivative(
-    assembled: Callable[[Array, Array, Params], Array],
-    mechanism: Mechanism,
-    hol: Array,
-    idx: np.ndarray,
-    position_jacobian: Callable[[Array, Array, Params], Array],
-) -> Callable[[Array, Array, Params], Array]:
-    """`assembled(q_guess, t, params)` with the implicit-function derivative of its root
-    (see `consistent_state`); J = `position_jacobian` is square there."""
-    assembled = jax.custom_jvp(assembled)
-
-    @assembled.defjvp
-    def _jvp(primals, tangents):
-        q_guess, t, params = primals
-        dq_guess, dt, dparams = tangents
-        q = assembled(q_guess, t, params)
-        _, dphi = jax.jvp(
-            lambda t_, p_: position_residual(mechanism, q, t_, p_)[hol], (t, params), (dt, dparams)
-        )
-        rhs = jnp.concatenate([-dphi, dq_guess[idx]])
-        return q, jnp.linalg.solve(position_jacobian(t, q, params), rhs)
-
-    return assembled
 
 
 def trajectory_loss(

@@ -3,6 +3,7 @@ the static structure (rank, redundancy, analysed outside jit), assembly of consi
 initial conditions, and the projective criterion for independent coordinates."""
 
 from .assembly import assemble as assemble
+from .assembly import consistent_state as consistent_state
 from .compressed import CompressedJacobian as CompressedJacobian
 from .constraints import acceleration_rhs as acceleration_rhs
 from .constraints import constraint_jacobian as constraint_jacobian

@@ -1,17 +1,26 @@
-"""Consistent initial conditions: position Newton on Φ, then velocity projection.
+"""Consistent initial conditions: position Newton on Φ, then velocity projection — one
+assembly, driven two ways.
 
-Positions: Newton–Raphson with minimum-norm steps on the (possibly redundant) system
+Positions: Newton–Raphson with minimum-norm steps on the rows R of Φ together with the
+coordinates held `fixed`,
 
-    Φ(q, t0) = 0,    q_F = q_F,guess  (the coordinates held `fixed`),
+    r(q) = [Φ_R(q, t0) ; q_F − q_F,guess],    J = [Φ_q,R ; E_F],    Δq = −J⁺ r;
 
-Δq = −J⁺ Φ̃ with J⁺ the pseudoinverse, so redundant or duplicated constraints need no
-special treatment. Velocities: the minimum-norm correction of q̇_guess that satisfies
-C q̇ + b = 0 and keeps the fixed coordinates' velocities (one linear solve; c is linear in q̇).
+velocities: the minimum-norm correction of q̇_guess onto C_R q̇ + b_R = 0 that keeps the
+fixed coordinates' velocities (one linear solve; c is linear in q̇). Two drivers share the
+step (`_position_step`, `_velocity_correction`):
+
+- `assemble`, outside jit on concrete guesses: every row of Φ and C (R = all), J⁺ the
+  pseudoinverse, so redundant or duplicated constraints and a guess where they are not yet
+  redundant need no special treatment; iterated until |r| ≤ tol, refused otherwise.
+- `consistent_state`, inside jit and grad: the structure's independent rows (J has full
+  row rank) and J⁺r = Jᵀ(JJᵀ)⁻¹r, a fixed number of iterations, and the implicit-function
+  derivative of the root where the fixed coordinates complete R to a square J.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import equinox as eqx
 import jax
@@ -21,6 +30,21 @@ import numpy as np
 from .._internal.checks import coordinate_indices
 from .._internal.types import Array, ArrayLike, Model, Params
 from .constraints import constraint_jacobian, position_residual, velocity_residual
+
+#: `(J, r) -> J⁺r`, the minimum-norm solution of J Δ = r.
+MinimumNorm = Callable[[Array, Array], Array]
+
+
+def _pseudoinverse(J: Array, r: Array) -> Array:
+    """J⁺r by the pseudoinverse, whatever J's rank (`assemble`)."""
+    return jnp.linalg.pinv(J) @ r
+
+
+def _normal_equations(J: Array, r: Array) -> Array:
+    """J⁺r = Jᵀ(JJᵀ)⁻¹r for J of full row rank (the structure's independent rows): one
+    small solve, cheap to differentiate."""
+    return J.T @ jnp.linalg.solve(J @ J.T, r)
+
 
 #: Newton steps at most after |Φ| ≤ tol, each taken only while it halves |Φ|.
 POLISH_STEPS = 3
@@ -64,9 +88,14 @@ def assemble(
     if tol is None:
         tol = 1000 * float(jnp.finfo(q.dtype).eps) * max(1.0, float(jnp.max(jnp.abs(q))))
 
+    holonomic = tuple(range(mechanism.n_holonomic))
+
+    def newton_step(q):
+        return _assemble_step(mechanism, q, t0, params, holonomic, idx, q_fixed, _pseudoinverse)
+
     err = float("inf")
     for _ in range(max_iterations):
-        q_new, err = _newton_step(mechanism, q, t0, params, idx, q_fixed)
+        q_new, err = newton_step(q)
         err = float(err)
         if not np.isfinite(err):
             break
@@ -82,18 +111,16 @@ def assemble(
     # Below tol, Newton still converges quadratically: take the steps that keep halving |Φ|
     # (in float32, 1000 ε is ~1e-4, far above what `simulate` accepts as consistent).
     for _ in range(POLISH_STEPS):
-        q_next, err_new = _newton_step(mechanism, q_new, t0, params, idx, q_fixed)
+        q_next, err_new = newton_step(q_new)
         if not float(err_new) < 0.5 * err:
             break
         q, err, q_new = q_new, float(err_new), q_next
 
     # The minimum-norm steps hold the fixed coordinates only to round-off: return the
     # guessed positions and velocities of the fixed coordinates exactly.
-    index = np.asarray(idx, dtype=int)
-    q = q.at[index].set(q_fixed)
-    qd_fixed = qd[index]
-    qd = _velocity_correction(mechanism, q, qd, t0, params, idx)
-    return q, qd.at[index].set(qd_fixed)
+    q = q.at[np.asarray(idx, dtype=int)].set(q_fixed)
+    qd = _assemble_velocities(mechanism, q, qd, t0, params, None, idx, _pseudoinverse)
+    return q, qd
 
 
 def _checked_guesses(n: int, q_guess: ArrayLike, qd_guess: ArrayLike | None):
@@ -116,30 +143,135 @@ def _checked_guesses(n: int, q_guess: ArrayLike, qd_guess: ArrayLike | None):
     return q, qd
 
 
-def _constraints_and_fixed(mechanism: Model, q: Array, t0, params, idx: tuple[int, ...]):
-    """The Jacobian of [Φ ; ψ ; q_F] with respect to q (or q̇): [C ; rows of I]."""
-    selector = jnp.eye(mechanism.n, dtype=q.dtype)[np.asarray(idx, dtype=int)]
-    return jnp.concatenate([constraint_jacobian(mechanism, q, t0, params), selector])
+def _with_fixed(J: Array, idx: tuple[int, ...]) -> Array:
+    """[J ; E_F]: J with the rows of the identity of the fixed coordinates below."""
+    return jnp.concatenate([J, jnp.eye(J.shape[1], dtype=J.dtype)[np.asarray(idx, dtype=int)]])
 
 
-# Compiled once per mechanism and set of fixed coordinates (the mechanism's functions are
-# static), so repeated assemblies of one model reuse them.
-@eqx.filter_jit
-def _newton_step(mechanism: Model, q: Array, t0, params, idx: tuple[int, ...], q_fixed):
-    """q − J⁺[Φ ; q_F − q_F,guess] with J the holonomic rows and the fixed coordinates, and
-    max |residual| at q."""
+def _position_step(
+    mechanism: Model, q: Array, t0, params, rows: tuple[int, ...], idx: tuple[int, ...],
+    q_fixed: Array, min_norm: MinimumNorm,
+) -> tuple[Array, Array]:  # fmt: skip
+    """q − J⁺r (module notes) on the holonomic `rows`, and max |r| at q."""
     index = np.asarray(idx, dtype=int)
-    r = jnp.concatenate([position_residual(mechanism, q, t0, params), q[index] - q_fixed])
-    J = _constraints_and_fixed(mechanism, q, t0, params, idx)
-    J = jnp.concatenate([J[: mechanism.n_holonomic], J[J.shape[0] - len(idx) :]])
-    return q - jnp.linalg.pinv(J) @ r, jnp.max(jnp.abs(r), initial=0.0)
+    R = np.asarray(rows, dtype=int)
+    r = jnp.concatenate([position_residual(mechanism, q, t0, params)[R], q[index] - q_fixed])
+    J = _with_fixed(constraint_jacobian(mechanism, q, t0, params)[R], idx)
+    return q - min_norm(J, r), jnp.max(jnp.abs(r), initial=0.0)
 
 
-@eqx.filter_jit
-def _velocity_correction(mechanism: Model, q: Array, qd: Array, t0, params, idx):
-    """The minimum-norm correction of q̇ onto C q̇ + b = 0 with the fixed velocities kept."""
-    J = _constraints_and_fixed(mechanism, q, t0, params, idx)
-    residual = jnp.concatenate(
-        [velocity_residual(mechanism, q, qd, t0, params), jnp.zeros(len(idx), q.dtype)]
-    )
-    return qd - jnp.linalg.pinv(J) @ residual
+def _velocity_correction(
+    mechanism: Model, q: Array, qd: Array, t0, params, rows: tuple[int, ...] | None,
+    idx: tuple[int, ...], min_norm: MinimumNorm,
+) -> Array:  # fmt: skip
+    """The minimum-norm correction of q̇ onto C_R q̇ + b_R = 0 (R: `rows`, None for all of
+    them), the fixed velocities kept."""
+    R = slice(None) if rows is None else np.asarray(rows, dtype=int)
+    index = np.asarray(idx, dtype=int)
+    c = velocity_residual(mechanism, q, qd, t0, params)[R]
+    J = _with_fixed(constraint_jacobian(mechanism, q, t0, params)[R], idx)
+    qd_new = qd - min_norm(J, jnp.concatenate([c, jnp.zeros(len(idx), q.dtype)]))
+    return qd_new.at[index].set(qd[index])  # held to round-off by the step: exactly
+
+
+# Compiled once per mechanism, rows and fixed coordinates (static), so repeated assemblies
+# of one model reuse them.
+_assemble_step = eqx.filter_jit(_position_step)
+_assemble_velocities = eqx.filter_jit(_velocity_correction)
+
+
+def consistent_state(
+    mechanism: Model,
+    q_guess: ArrayLike,
+    qd_guess: ArrayLike,
+    t0: float = 0.0,
+    *,
+    params: Params | None = None,
+    fixed: Sequence[int | str] = (),
+    iterations: int = 8,
+) -> tuple[Array, Array]:
+    """Consistent (q0, q̇0) near a guess, differentiable and usable under `jit`/`vmap`.
+
+    The assembly of the module notes with R = I, the structure's independent rows (so
+    redundant rows are harmless): Newton–Raphson with minimum-norm steps Δq = −Jᵀ(JJᵀ)⁻¹ r
+    on Φ_I(q, t0) = 0 together with q_F = q_F,guess for the `fixed` coordinates
+    (J = [Φ_q,I ; E_F]), for a fixed number of `iterations`; then the minimum-norm velocity
+    correction onto C_I q̇ + b_I = 0 that keeps the fixed velocities.
+
+    Derivative of the positions. When the fixed coordinates complete the independent
+    constraints to a square J (|I| + |F| = n: the fixed coordinates are a set of
+    independent coordinates), the assembled q* is the locally unique root of
+    [Φ_I(q, t0; θ) ; q_F − q_F,guess] = 0, and its derivative is the implicit-function one,
+
+        J dq* = [−Φ_I,θ dθ − Φ_I,t dt0 ; dq_F,guess],
+
+    one linear solve at q* instead of differentiating every iteration (no second
+    derivatives of Φ, a shorter program under reverse mode). Otherwise q* depends on the
+    whole guess through the iterations, which are differentiated as they run.
+
+    **Arguments:** as [`jaxmbs.assemble`][]; `q_guess` must lie in the basin of the wanted
+    assembly branch (e.g. the assembled state of a nearby design).
+
+    **Returns:** `(q0, qd0)`; check `position_residual` if convergence is in doubt.
+    """
+    if isinstance(t0, Mapping):
+        raise TypeError(
+            "consistent_state(mechanism, q_guess, qd_guess, t0, *, params=...): the fourth "
+            "argument is the time, as in assemble; pass the parameters as params="
+        )
+    params = mechanism.params if params is None else params
+    structure = mechanism.structure
+    if structure is None:
+        raise ValueError("consistent_state needs a mechanism with a structure (reference_q=...)")
+    q = jnp.asarray(q_guess)
+    qd = jnp.asarray(qd_guess, q.dtype)
+    if q.shape != (mechanism.n,) or qd.shape != (mechanism.n,):
+        raise ValueError(
+            f"q_guess and qd_guess must have shape ({mechanism.n},), got {q.shape}, {qd.shape}"
+        )
+    t0 = jnp.asarray(t0, q.dtype)
+    params = jax.tree_util.tree_map(jnp.asarray, params)
+    idx = tuple(int(i) for i in coordinate_indices(mechanism, fixed))
+    hol = structure.independent_holonomic_rows
+
+    def assembled(q_guess, t, p):
+        q_fixed = q_guess[np.asarray(idx, dtype=int)]
+
+        def newton(q_, _):
+            step = _position_step(mechanism, q_, t, p, hol, idx, q_fixed, _normal_equations)
+            return step[0], None
+
+        q_, _ = jax.lax.scan(newton, q_guess, None, length=iterations)
+        return q_.at[np.asarray(idx, dtype=int)].set(q_fixed)  # to round-off: exactly
+
+    if len(hol) + len(idx) == mechanism.n:
+        assembled = _implicit_derivative(assembled, mechanism, hol, idx)
+    q = assembled(q, t0, params)
+    rows = structure.independent_rows
+    return q, _velocity_correction(mechanism, q, qd, t0, params, rows, idx, _normal_equations)
+
+
+def _implicit_derivative(
+    assembled: Callable[[Array, Array, Params], Array],
+    mechanism: Model,
+    hol: tuple[int, ...],
+    idx: tuple[int, ...],
+) -> Callable[[Array, Array, Params], Array]:
+    """`assembled(q_guess, t, params)` with the implicit-function derivative of its root
+    (see `consistent_state`); J = [Φ_q,I ; E_F] is square there."""
+    assembled = jax.custom_jvp(assembled)
+
+    @assembled.defjvp
+    def _jvp(primals, tangents):
+        q_guess, t, params = primals
+        dq_guess, dt, dparams = tangents
+        q = assembled(q_guess, t, params)
+        rows = np.asarray(hol, dtype=int)
+        _, dphi = jax.jvp(
+            lambda t_, p_: position_residual(mechanism, q, t_, p_)[rows], (t, params), (dt, dparams)
+        )
+        rhs = jnp.concatenate([-dphi, dq_guess[np.asarray(idx, dtype=int)]])
+        J = _with_fixed(constraint_jacobian(mechanism, q, t, params)[rows], idx)
+        return q, jnp.linalg.solve(J, rhs)
+
+    return assembled
