@@ -582,6 +582,32 @@ class Translational(_TwoBodyJoint):
 
 
 @dataclasses.dataclass(frozen=True)
+class Fixed(_TwoBodyJoint):
+    """Fixed (weld) joint: body j keeps one pose relative to body i (3 + 3 rows).
+
+    Rows: P_i − P_j = 0 and vee(½(E − Eᵀ)) = 0 with E = (Aⱼ Fⱼ)ᵀ (Aᵢ Fᵢ), where `frame_i`
+    Fᵢ and `frame_j` Fⱼ are body-fixed frames (rotation matrices, body i's and body j's)
+    that coincide when welded (E = I): the rotation rows of MuJoCo's weld equality. Near
+    E = I they are the small rotation angles between the frames, so the rows are independent.
+    """
+
+    name: str
+    body_i: int | None
+    point_i: Spec
+    body_j: int | None
+    point_j: Spec
+    frame_i: Spec = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
+    frame_j: Spec = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
+    rows: ClassVar[int] = 6
+
+    def residual(self, frames, p) -> Array:
+        # Frames.vector of Fᵀ turns F's columns: its rows are those of (A F)ᵀ
+        turned_i = frames.vector(self.body_i, value(self.frame_i, p).T)
+        turned_j = frames.vector(self.body_j, value(self.frame_j, p).T)
+        return jnp.concatenate([-self._separation(frames, p), _vee(turned_j @ turned_i.T)])
+
+
+@dataclasses.dataclass(frozen=True)
 class Distance(_TwoBodyJoint, PointPair):
     """Distance constraint |P_j − P_i|² − L² = 0: a massless rod with spherical ends (1 row)."""
 
@@ -603,7 +629,9 @@ class PointOnLine(_PointLineJoint):
         return self._on_line_rows(frames, p)
 
 
-Joint = Spherical | Revolute | Universal | Cylindrical | Translational | Distance | PointOnLine
+Joint = (
+    Spherical | Revolute | Universal | Cylindrical | Translational | Fixed | Distance | PointOnLine
+)
 
 
 def joints_of(mechanism: Mechanism) -> tuple[Joint, ...]:
