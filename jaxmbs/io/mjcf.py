@@ -200,9 +200,10 @@ def from_mjcf(
       others are left out.
     - `coordinates`: `"joints"` (default): MuJoCo's `qpos`, the loop closures as
       constraints; or `"absolute"`: an Euler-parameter body per moving body with the joints
-      and `connect` closures as constraints (`jaxmbs.io.absolute`; a slice of the elements:
-      one joint per body, hinge damping and springs, no armature, welds or actuators —
-      others are refused naming them).
+      and the `connect`, `weld` and `joint` closures as constraints (`jaxmbs.io.absolute`;
+      a slice of the elements: one joint per body or two orthogonal hinges, a hinge and a
+      slide along one axis, three hinges at one anchor; hinge and slide springs and
+      dampers; no armature or actuators — others are refused naming them).
 
     **Returns:** an [`ImportedModel`][jaxmbs.io.ImportedModel]: the mechanism in joint
     coordinates (MuJoCo's `qpos`, quaternions with their normalisation rows), the loop
