@@ -32,12 +32,16 @@ E = (R₂F₂)ᵀ R₁F₁ R_rel, the frames F carried into the principal ones),
 lie in (−π, π]: a hinge's spring and a joint equality hold while its angle stays within π
 of its reference (a joint equality then meets a jump: the simulation stops).
 
+MuJoCo adds a joint's armature a to its coordinate's diagonal of the mass matrix: the
+kinetic energy ½ a θ̇² of the joint's rate, no body's inertia. With θ̇ the rate of the
+coordinate read off the absolute ones (one jvp), it is the same kinetic energy on the
+constraint manifold, so the motion is the same: it goes to the builder as
+`added_kinetic_energy` (`_armature_energy`; for the joints whose armature is not zero in the
+file, so a zero `"<joint>.armature"` stays zero).
+
 Refused with a `ValueError` naming them: other combinations of joints on one body, the
-damping and springs of balls, free joints and the three hinges of a Spherical (which have no
-single angle), joint equalities on those hinges, actuators, and armature. MuJoCo adds a
-joint's armature a to its coordinate's diagonal of the mass matrix: the kinetic energy
-½ a θ̇², θ̇ the relative rate about (along) the joint's axis — no body's inertia, and a term
-the spatial builder's kinetic energy (the bodies' only) does not take.
+armature, damping and springs of balls, free joints and the three hinges of a Spherical
+(which have no single angle), joint equalities on those hinges, and actuators.
 """
 
 from __future__ import annotations
@@ -178,15 +182,13 @@ class _JointEquality:
 def _check_forces(
     j: TreeJoint, spring: bool, params: dict, label: str, *, coordinate: bool
 ) -> None:
-    """Refuse armature (module docstring), and the damping or spring of a joint without a
-    `coordinate` to act along (balls, free joints, the hinges of a three-hinge Spherical)."""
+    """Refuse the armature, damping or spring of a joint without a `coordinate` to act
+    along (balls, free joints, the hinges of a three-hinge Spherical)."""
     arm = np.atleast_1d(np.asarray(params[param_key(j.name, "armature")]))
     damping = np.atleast_1d(np.asarray(params[param_key(j.name, "damping")]))
     stiff = float(params[param_key(j.name, "stiffness")]) if spring else 0.0
-    if np.any(arm != 0):
-        _refuse(label, f"the armature of joint {j.name!r}")
-    if not coordinate and (np.any(damping != 0) or stiff != 0):
-        _refuse(label, f"the damping or spring of {j.kind} joint {j.name!r}")
+    if not coordinate and (np.any(arm != 0) or np.any(damping != 0) or stiff != 0):
+        _refuse(label, f"the armature, damping or spring of {j.kind} joint {j.name!r}")
 
 
 def _body_joints(
@@ -304,6 +306,11 @@ def absolute_mechanism(
         if j.name in coordinates:
             elements.append(coordinates[j.name].element(spring))
     layout = spatial.Layout.from_bodies(bodies)
+    rotors = [
+        (param_key(j.name, "armature"), coordinates[j.name])
+        for j in tree.joints
+        if j.name in coordinates and params[param_key(j.name, "armature")] != 0
+    ]
     for c in tree.closures:
         if c.kind == "joint":
             joints.append(_joint_equality(tree, c, coordinates, layout, label))
@@ -321,12 +328,32 @@ def absolute_mechanism(
     if tree.actuators:
         _refuse(label, f"the actuators {[a.name for a in tree.actuators]}")
     reference = jnp.asarray(absolute_state(tree, moving, q_ref))
-    mech = spatial.spatial_mechanism(bodies, joints, params, gravity="gravity", elements=elements)
+    mech = spatial.spatial_mechanism(
+        bodies, joints, params, gravity="gravity", elements=elements,
+        added_kinetic_energy=_armature_energy(layout, rotors) if rotors else None,
+    )  # fmt: skip
     # the builder's reference_q would evaluate M op by op (seconds); one compiled call instead
     M = np.asarray(eqx.filter_jit(lambda m, q: m.mass_matrix(q, m.params))(mech, reference))
     if not np.all(np.linalg.eigvalsh((M + M.T) / 2) > 0):
         raise ValueError(f"{label}: the mass matrix at qpos0 is not positive definite")
     return mech.replace_structure(analyze_structure(mech, reference)), tuple(moving)
+
+
+def _armature_energy(
+    layout: spatial.Layout, rotors: list[tuple[str, _Coordinate]]
+) -> Callable[[Array, Array, dict], Array]:
+    """T_a(q, q̇, p) = ½ Σₖ aₖ θ̇ₖ² of the joints' armatures (module docstring): `rotors`
+    pairs each armature's parameter key with its joint's coordinate θₖ; θ̇ by one jvp."""
+
+    def energy(q: Array, qd: Array, p: dict) -> Array:
+        def angles(q_: Array) -> Array:
+            return jnp.stack([c.value(layout, q_) for _, c in rotors])
+
+        rates = jax.jvp(angles, (q,), (qd,))[1]
+        armature = jnp.stack([jnp.asarray(p[key]) for key, _ in rotors])
+        return 0.5 * jnp.sum(armature * rates**2)
+
+    return energy
 
 
 def _joint_equality(
