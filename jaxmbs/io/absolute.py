@@ -179,7 +179,7 @@ class _JointEquality:
         return jnp.atleast_1d(theta - sum(c * d**k for k, c in enumerate(self.coefficients)))
 
 
-def _check_forces(
+def _check_joint_terms(
     j: TreeJoint, spring: bool, params: dict, label: str, *, coordinate: bool
 ) -> None:
     """Refuse the armature, damping or spring of a joint without a `coordinate` to act
@@ -302,7 +302,7 @@ def absolute_mechanism(
         coordinates.update((c.joint.name, c) for c in coords)
     elements = []
     for j, spring in zip(tree.joints, tree.springs, strict=True):
-        _check_forces(j, spring, params, label, coordinate=j.name in coordinates)
+        _check_joint_terms(j, spring, params, label, coordinate=j.name in coordinates)
         if j.name in coordinates:
             elements.append(coordinates[j.name].element(spring))
     layout = spatial.Layout.from_bodies(bodies)
