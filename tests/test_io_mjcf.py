@@ -172,19 +172,19 @@ def test_absolute_coordinates_move_the_bodies_as_the_joint_coordinates_do():
 
 
 @pytest.mark.parametrize(
-    "name, refused",
+    "source, refused",
     [
-        ("cartpole", "the armature of joint 'slider'"),
-        ("fivebar", None),
+        (KITCHEN_SINK, r"body 'multi''s joints \['h1 \(hinge\)', 's1 \(slide\)', 'h2 \(hinge\)'\]"),
+        (MJCF / "fivebar.xml", None),
     ],
 )
-def test_absolute_coordinates_refuse_what_they_do_not_map(name, refused):
+def test_absolute_coordinates_refuse_what_they_do_not_map(source, refused):
     if refused is None:
-        imported = jaxmbs.io.from_mjcf(MJCF / f"{name}.xml", coordinates="absolute")
+        imported = jaxmbs.io.from_mjcf(source, coordinates="absolute")
         assert imported.mechanism.structure.dof == 2  # the five-bar's connect: a Spherical
         return
     with pytest.raises(ValueError, match=refused):
-        jaxmbs.io.from_mjcf(MJCF / f"{name}.xml", coordinates="absolute")
+        jaxmbs.io.from_mjcf(source, coordinates="absolute")
 
 
 def test_state_maps_round_trip():

@@ -1,23 +1,54 @@
 """The imported tree in absolute coordinates: one Euler-parameter body per moving MuJoCo body,
-the joints and the `connect` closures as constraints (`from_mjcf(coordinates="absolute")`).
+the joints and the loop-closing equalities as constraints (`from_mjcf(coordinates="absolute")`).
 
 Each moving body becomes a `jaxmbs.model.joints.spatial.Body` whose frame is its principal
 frame of inertia (centre of mass, MuJoCo's `ipos`/`iquat`), so its inertia is the diagonal
 of principal moments (the same parameters `"<body>.mass"`, `"<body>.inertia"`). Each joint's
 anchor and axis are taken at the reference configuration `qpos0` and written in both
-bodies' principal frames; a hinge becomes a spatial `Revolute` (5 rows), a slide a
-`Translational` (5 rows), a ball a `Spherical` (3 rows), a free joint nothing; a `connect`
-a `Spherical` between its bodies. A hinge's damping and spring become a
-`RotationalSpringDamper` about its axis whose angle is 0 at `qpos0`, so its free angle is
-springref − ref. The slice mapped here: one joint per moving body, no armature, no
-springs or dampers on slides, balls or free joints, no welds, joint equalities or actuators;
-anything else is refused with a `ValueError` naming it.
+bodies' principal frames. A body's joints, which MuJoCo composes in order through massless
+frames (`jaxmbs.io.tree`), become one joint between its parent and it (`_body_joints`):
+
+- one hinge: a spatial `Revolute` (5 rows); one slide: a `Translational` (5); one ball: a
+  `Spherical` (3); a free joint: nothing;
+- two hinges with a common anchor and orthogonal axes: a `Universal` (4 rows): the first
+  axis turns with the parent, the second with the body, and Rot(a₁, θ₁) Rot(a₂, θ₂) keeps
+  a₁ ⟂ a₂ exactly;
+- a hinge and a slide along one axis, in either order: a `Cylindrical` (4 rows): the
+  hinge's anchor slides along the common axis;
+- three hinges with a common anchor and independent axes: a `Spherical` (3 rows): their
+  angles are a chart of the relative rotation (one that is singular where the axes line
+  up; the Spherical is not).
+
+The intermediate frames are massless, so the motion is the same; any other combination is
+refused. Each hinge's and slide's coordinate θ = q − q_ref is read off the absolute
+coordinates (`_Coordinate`): a hinge's as the relative angle of the two bodies about its
+axis (`spatial.relative_angle`, between vectors normal to it; a universal's second angle as
+the parent's turn about the body's axis, negated), a slide's as the offset of its anchor
+along its axis. A hinge's damper and spring become a `RotationalSpringDamper`, a slide's an
+`AxialSpringDamper`, along that coordinate (free at springref − ref). A `connect` becomes a
+`Spherical`, a `weld` a `Fixed` (6 rows: the anchor points and vee(½(E − Eᵀ)) with MuJoCo's
+E = (R₂F₂)ᵀ R₁F₁ R_rel, the frames F carried into the principal ones), a `joint` equality
+θ₁ − Σ cₖ θ₂ᵏ = 0 on the coordinates of its joints (`_JointEquality`). The relative angles
+lie in (−π, π]: a hinge's spring and a joint equality hold while its angle stays within π
+of its reference (a joint equality then meets a jump: the simulation stops).
+
+MuJoCo adds a joint's armature a to its coordinate's diagonal of the mass matrix: the
+kinetic energy ½ a θ̇² of the joint's rate, no body's inertia. With θ̇ the rate of the
+coordinate read off the absolute ones (one jvp), it is the same kinetic energy on the
+constraint manifold, so the motion is the same: it goes to the builder as
+`added_kinetic_energy` (`_armature_energy`; for the joints whose armature is not zero in the
+file, so a zero `"<joint>.armature"` stays zero).
+
+Refused with a `ValueError` naming them: other combinations of joints on one body, the
+armature, damping and springs of balls, free joints and the three hinges of a Spherical
+(which have no single angle), joint equalities on those hinges, and actuators.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from typing import ClassVar, NoReturn
 
 import equinox as eqx
 import jax
@@ -29,7 +60,7 @@ from ..kinematics import analyze_structure
 from ..model.joints import forces, spatial
 from ..model.joints.orientation import body_rate_matrix, euler_parameters, parameter_rotation
 from ..model.mechanism import Mechanism
-from .tree import BALL, FREE, HINGE, SLIDE, Tree, param_key
+from .tree import BALL, FREE, HINGE, SLIDE, Closure, Tree, TreeJoint, param_key
 
 
 def _perpendicular(axis: np.ndarray) -> np.ndarray:
@@ -66,54 +97,176 @@ class _BodyFrames:
         return self.frame_x[b] + self.frame_R[b] @ local
 
 
-def _refuse(label: str, what: str) -> None:
+def _refuse(label: str, what: str) -> NoReturn:
     raise ValueError(f"{label}: absolute coordinates do not map {what} (use the joints')")
 
 
-def _mapped_joint(
-    j, spring: bool, params: dict, parent: int, at: _BodyFrames, label: str
-) -> tuple[list, list]:
-    """A tree joint as spatial joints between its body and its parent (none for a free joint),
-    and a hinge's spring-damper as a force element; joints the map cannot express exactly
-    (armature, a ball's or slide's spring or damper) are refused."""
+#: Tolerance on the geometry of a body's several joints (common anchor, axes orthogonal or
+#: parallel), relative to the unit axes and to the anchors' distance from the body origin.
+_TOLERANCE = 1e-9
+
+
+@dataclasses.dataclass(frozen=True)
+class _Coordinate:
+    """A hinge's angle or a slide's offset from its reference, q − q_ref, read off the
+    absolute coordinates. Hinge: `sign` times the rotation of body_j relative to body_i about
+    axis_i, from reference_j against reference_i (`spatial.relative_angle`). Slide: the
+    offset axis_i · (P_j − P_i) of point_j from point_i along axis_i (body i's)."""
+
+    joint: TreeJoint
+    body_i: int | None
+    body_j: int | None
+    axis_i: np.ndarray
+    reference_i: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(3))
+    reference_j: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(3))
+    point_i: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(3))
+    point_j: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(3))
+    sign: float = 1.0
+
+    def value(self, layout: spatial.Layout, q: Array) -> Array:
+        """q − q_ref at the absolute coordinates q."""
+        if self.joint.kind == HINGE:
+            angle = spatial.relative_angle(
+                layout.frames, q, self.body_i, self.body_j, self.axis_i, self.reference_i,
+                self.reference_j,
+            )  # fmt: skip
+            return self.sign * angle
+        at = layout.frames(q)
+        offset = at.point(self.body_j, self.point_j) - at.point(self.body_i, self.point_i)
+        return spatial.dot(at.vector(self.body_i, self.axis_i), offset)
+
+    def element(self, spring: bool) -> forces.ForceElement:
+        """The joint's spring (stiffness 0 without one) and damper as a force element along
+        this coordinate, relaxed where q = springref (MuJoCo's `qpos_spring`)."""
+        j, key = self.joint, param_key(self.joint.name, "springref")
+        ref, sign = float(j.ref[0]), self.sign
+        common = dict(
+            stiffness=param_key(j.name, "stiffness") if spring else 0.0,
+            damping=param_key(j.name, "damping"),
+            body_i=self.body_i,
+            body_j=self.body_j,
+        )
+        if j.kind == HINGE:
+            return forces.RotationalSpringDamper(
+                j.name, **common, free_angle=lambda p: sign * (p[key] - ref), axis_i=self.axis_i,
+                reference_i=self.reference_i, reference_j=self.reference_j,
+            )  # fmt: skip
+        return forces.AxialSpringDamper(
+            j.name, **common, point_i=self.point_i, axis_i=self.axis_i, point_j=self.point_j,
+            free_offset=lambda p: p[key] - ref,
+        )  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class _JointEquality:
+    """MuJoCo's joint equality (`jaxmbs.io.tree`) on the joints' coordinates read off the
+    absolute ones (`_Coordinate`): θ₁ − Σₖ cₖ θ₂ᵏ = 0 (θ₁ − c₀ = 0 without a second joint),
+    θ = q − q_ref; one holonomic row, a callable (t, q, p) of the spatial builder."""
+
+    name: str
+    layout: spatial.Layout
+    first: _Coordinate
+    second: _Coordinate | None
+    coefficients: tuple[float, ...]
+    rows: ClassVar[int] = 1
+    holonomic: ClassVar[bool] = True
+
+    def __call__(self, t: Array, q: Array, p: dict) -> Array:
+        theta = self.first.value(self.layout, q)
+        if self.second is None:
+            return jnp.atleast_1d(theta - self.coefficients[0])
+        d = self.second.value(self.layout, q)
+        return jnp.atleast_1d(theta - sum(c * d**k for k, c in enumerate(self.coefficients)))
+
+
+def _check_joint_terms(
+    j: TreeJoint, spring: bool, params: dict, label: str, *, coordinate: bool
+) -> None:
+    """Refuse the armature, damping or spring of a joint without a `coordinate` to act
+    along (balls, free joints, the hinges of a three-hinge Spherical)."""
     arm = np.atleast_1d(np.asarray(params[param_key(j.name, "armature")]))
     damping = np.atleast_1d(np.asarray(params[param_key(j.name, "damping")]))
     stiff = float(params[param_key(j.name, "stiffness")]) if spring else 0.0
-    if np.any(arm != 0):
-        _refuse(label, f"the armature of joint {j.name!r}")
-    if j.kind != HINGE and (np.any(damping != 0) or stiff != 0):
-        _refuse(label, f"the damping or spring of {j.kind} joint {j.name!r}")
-    if j.kind == FREE:
+    if not coordinate and (np.any(arm != 0) or np.any(damping != 0) or stiff != 0):
+        _refuse(label, f"the armature, damping or spring of {j.kind} joint {j.name!r}")
+
+
+def _body_joints(
+    js: list[TreeJoint], parent: int, at: _BodyFrames, label: str, body_name: str
+) -> tuple[list, list[_Coordinate]]:
+    """A body's joints (MuJoCo composes them in order through massless frames) as spatial
+    joints between its parent and it, and the coordinates of its hinges and slides:
+
+    - one joint: a hinge a `Revolute`, a slide a `Translational`, a ball a `Spherical`, a
+      free joint nothing;
+    - two hinges with a common anchor and orthogonal axes: a `Universal` (the first axis is
+      fixed in the parent, the second in the body; the second angle is the parent's turn
+      about it, negated);
+    - a hinge and a slide along one axis, either order: a `Cylindrical`;
+    - three hinges with a common anchor and independent axes: a `Spherical` (their angles
+      are a chart of the relative rotation, not single relative angles: no coordinates).
+
+    Anything else is refused naming the body and its joints."""
+    b, first = js[0].body, js[0]
+    # the hinges' common anchor (a Cylindrical's axis runs through the hinge's)
+    anchor = at.joint_point(b, next((j for j in js if j.kind == HINGE), first).pos)
+    (body_i, point_i), (body_j, point_j) = at.point(parent, anchor), at.point(b, anchor)
+    axes = [at.frame_R[b] @ j.axis for j in js]  # world axes at qpos0
+    kinds = tuple(j.kind for j in js)
+    size = max(1.0, *(float(np.linalg.norm(j.pos)) for j in js))
+    common = all(np.linalg.norm(j.pos - first.pos) <= _TOLERANCE * size for j in js)
+
+    def on(body: int, world: np.ndarray) -> np.ndarray:
+        return at.vector(body, world)
+
+    def angle(j: TreeJoint, axis: np.ndarray, normal: np.ndarray) -> _Coordinate:
+        return _Coordinate(j, body_i, body_j, on(parent, axis), on(parent, normal), on(b, normal))
+
+    def offset(j: TreeJoint, axis: np.ndarray) -> _Coordinate:
+        return _Coordinate(j, body_i, body_j, on(parent, axis), point_i=point_i, point_j=point_j)
+
+    if kinds == (FREE,):
         return [], []
-    anchor = at.joint_point(j.body, j.pos)
-    axis = at.frame_R[j.body] @ j.axis
-    (body_i, point_i), (body_j, point_j) = at.point(parent, anchor), at.point(j.body, anchor)
-    if j.kind == BALL:
-        return [spatial.Spherical(j.name, body_i, point_i, body_j, point_j)], []
-    axis_i, axis_j = at.vector(parent, axis), at.vector(j.body, axis)
-    normal = _perpendicular(axis)
-    normal_i, normal_j = at.vector(parent, normal), at.vector(j.body, normal)
-    if j.kind == SLIDE:
-        slide = spatial.Translational(
-            j.name, body_i, point_i, axis_i, normal_i, body_j, point_j, axis_j, normal_j
+    if kinds == (BALL,):
+        return [spatial.Spherical(first.name, body_i, point_i, body_j, point_j)], []
+    if kinds in ((HINGE,), (SLIDE,)):
+        axis, normal = axes[0], _perpendicular(axes[0])
+        if kinds == (SLIDE,):
+            slide = spatial.Translational(
+                first.name, body_i, point_i, on(parent, axis), on(parent, normal), body_j,
+                point_j, on(b, axis), on(b, normal),
+            )  # fmt: skip
+            return [slide], [offset(first, axis)]
+        hinge = spatial.Revolute(
+            first.name, body_i, point_i, on(parent, axis), body_j, point_j, on(b, axis)
         )
-        return [slide], []
-    hinge = spatial.Revolute(j.name, body_i, point_i, axis_i, body_j, point_j, axis_j)
-    if not (np.any(damping != 0) or spring):
-        return [hinge], []
-    ref, key = float(j.ref[0]), param_key(j.name, "springref")
-    element = forces.RotationalSpringDamper(
-        j.name,
-        stiffness=param_key(j.name, "stiffness") if spring else 0.0,
-        damping=param_key(j.name, "damping"),
-        body_i=body_i,
-        body_j=body_j,
-        free_angle=lambda p, key=key, ref=ref: p[key] - ref,
-        axis_i=axis_i,
-        reference_i=normal_i,
-        reference_j=normal_j,
+        return [hinge], [angle(first, axis, normal)]
+    name = "+".join(j.name for j in js)
+    if kinds == (HINGE, HINGE) and common and abs(axes[0] @ axes[1]) <= _TOLERANCE:
+        a1, a2 = axes
+        cross = spatial.Universal(name, body_i, point_i, on(parent, a1), body_j, point_j, on(b, a2))
+        second = _Coordinate(js[1], body_j, body_i, on(b, a2), on(b, a1), on(parent, a1), sign=-1.0)
+        return [cross], [angle(js[0], a1, a2), second]
+    if sorted(kinds) == [HINGE, SLIDE] and np.linalg.norm(np.cross(*axes)) <= _TOLERANCE:
+        h, s = js if kinds[0] == HINGE else js[::-1]
+        axis = at.frame_R[b] @ h.axis
+        cylinder = spatial.Cylindrical(
+            name, body_i, point_i, on(parent, axis), body_j, point_j, on(b, axis)
+        )
+        return [cylinder], [angle(h, axis, _perpendicular(axis)), offset(s, axis)]
+    if (
+        kinds == (HINGE, HINGE, HINGE)
+        and common
+        and abs(np.linalg.det(np.stack(axes))) > _TOLERANCE
+    ):
+        return [spatial.Spherical(name, body_i, point_i, body_j, point_j)], []
+    _refuse(
+        label,
+        f"body {body_name!r}'s joints {[f'{j.name} ({j.kind})' for j in js]}: several joints "
+        "on one body are mapped as two orthogonal hinges with a common anchor (Universal), a "
+        "hinge and a slide along one axis (Cylindrical) or three hinges with a common anchor "
+        "and independent axes (Spherical)",
     )
-    return [hinge], [element]
 
 
 def absolute_mechanism(
@@ -138,31 +291,85 @@ def absolute_mechanism(
         )
         for b in moving
     ]
-    joints, elements = [], []
-    seen: set[int] = set()
-    for j, spring in zip(tree.joints, tree.springs, strict=True):
-        if j.body in seen:
-            _refuse(label, f"body {tree.body_names[j.body]!r}'s second joint {j.name!r}")
-        seen.add(j.body)
-        mapped, element = _mapped_joint(j, spring, params, tree.parent[j.body], at, label)
+    by_body: dict[int, list[TreeJoint]] = {}
+    for j in tree.joints:
+        by_body.setdefault(j.body, []).append(j)
+    joints: list = []
+    coordinates: dict[str, _Coordinate] = {}
+    for b, js in by_body.items():
+        mapped, coords = _body_joints(js, tree.parent[b], at, label, tree.body_names[b])
         joints += mapped
-        elements += element
+        coordinates.update((c.joint.name, c) for c in coords)
+    elements = []
+    for j, spring in zip(tree.joints, tree.springs, strict=True):
+        _check_joint_terms(j, spring, params, label, coordinate=j.name in coordinates)
+        if j.name in coordinates:
+            elements.append(coordinates[j.name].element(spring))
+    layout = spatial.Layout.from_bodies(bodies)
+    rotors = [
+        (param_key(j.name, "armature"), coordinates[j.name])
+        for j in tree.joints
+        if j.name in coordinates and params[param_key(j.name, "armature")] != 0
+    ]
     for c in tree.closures:
-        if c.kind != "connect":
-            _refuse(label, f"the {c.kind} equality {c.name!r}")
+        if c.kind == "joint":
+            joints.append(_joint_equality(tree, c, coordinates, layout, label))
+            continue
         (b1, p1), (b2, p2) = (
             at.point(b, at.joint_point(b, p)) for b, p in ((c.body1, c.point1), (c.body2, c.point2))
         )
-        joints.append(spatial.Spherical(c.name, b1, p1, b2, p2))
+        if c.kind == "connect":
+            joints.append(spatial.Spherical(c.name, b1, p1, b2, p2))
+            continue
+        # E = (R₂F₂)ᵀ R₁F₁ R_rel with R = A·irotᵀ: the principal frames' Fixed frames
+        f1 = at.vector(c.body1, at.frame_R[c.body1] @ c.frame1 @ c.relative)
+        f2 = at.vector(c.body2, at.frame_R[c.body2] @ c.frame2)
+        joints.append(spatial.Fixed(c.name, b1, p1, b2, p2, f1, f2))
     if tree.actuators:
         _refuse(label, f"the actuators {[a.name for a in tree.actuators]}")
     reference = jnp.asarray(absolute_state(tree, moving, q_ref))
-    mech = spatial.spatial_mechanism(bodies, joints, params, gravity="gravity", elements=elements)
+    mech = spatial.spatial_mechanism(
+        bodies, joints, params, gravity="gravity", elements=elements,
+        added_kinetic_energy=_armature_energy(layout, rotors) if rotors else None,
+    )  # fmt: skip
     # the builder's reference_q would evaluate M op by op (seconds); one compiled call instead
     M = np.asarray(eqx.filter_jit(lambda m, q: m.mass_matrix(q, m.params))(mech, reference))
     if not np.all(np.linalg.eigvalsh((M + M.T) / 2) > 0):
         raise ValueError(f"{label}: the mass matrix at qpos0 is not positive definite")
     return mech.replace_structure(analyze_structure(mech, reference)), tuple(moving)
+
+
+def _armature_energy(
+    layout: spatial.Layout, rotors: list[tuple[str, _Coordinate]]
+) -> Callable[[Array, Array, dict], Array]:
+    """T_a(q, q̇, p) = ½ Σₖ aₖ θ̇ₖ² of the joints' armatures (module docstring): `rotors`
+    pairs each armature's parameter key with its joint's coordinate θₖ; θ̇ by one jvp."""
+
+    def energy(q: Array, qd: Array, p: dict) -> Array:
+        def angles(q_: Array) -> Array:
+            return jnp.stack([c.value(layout, q_) for _, c in rotors])
+
+        rates = jax.jvp(angles, (q,), (qd,))[1]
+        armature = jnp.stack([jnp.asarray(p[key]) for key, _ in rotors])
+        return 0.5 * jnp.sum(armature * rates**2)
+
+    return energy
+
+
+def _joint_equality(
+    tree: Tree, c: Closure, coordinates: dict[str, _Coordinate], layout: spatial.Layout, label: str
+) -> _JointEquality:
+    """A joint equality on the coordinates of its joints; refused where a joint has none."""
+    joints = [tree.joints[k] for k in (c.joint1, c.joint2) if k >= 0]
+    if missing := [j.name for j in joints if j.name not in coordinates]:
+        _refuse(
+            label,
+            f"the joint equality {c.name!r}: joint {missing[0]!r} is one of three hinges "
+            "composed into a Spherical, whose angles are no single relative angle",
+        )
+    first, *second = (coordinates[j.name] for j in joints)
+    coefficients = tuple(float(x) for x in c.coefficients)
+    return _JointEquality(c.name, layout, first, second[0] if second else None, coefficients)
 
 
 def _moving_ancestor(tree: Tree, b: int, moving: list[int]) -> bool:

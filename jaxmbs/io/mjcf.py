@@ -200,9 +200,10 @@ def from_mjcf(
       others are left out.
     - `coordinates`: `"joints"` (default): MuJoCo's `qpos`, the loop closures as
       constraints; or `"absolute"`: an Euler-parameter body per moving body with the joints
-      and `connect` closures as constraints (`jaxmbs.io.absolute`; a slice of the elements:
-      one joint per body, hinge damping and springs, no armature, welds or actuators —
-      others are refused naming them).
+      and the `connect`, `weld` and `joint` closures as constraints (`jaxmbs.io.absolute`;
+      a slice of the elements: one joint per body or two orthogonal hinges, a hinge and a
+      slide along one axis, three hinges at one anchor; hinge and slide springs and
+      dampers; no armature or actuators — others are refused naming them).
 
     **Returns:** an [`ImportedModel`][jaxmbs.io.ImportedModel]: the mechanism in joint
     coordinates (MuJoCo's `qpos`, quaternions with their normalisation rows), the loop
@@ -592,24 +593,13 @@ def _left_out_elements(mujoco, model, body_names, joint_names, off, left_out) ->
             left_out.append(
                 LeftOut("friction loss", joint_names[j], "dry friction is not modelled", True)
             )
-    for t in range(model.ntendon):
-        left_out.append(
-            LeftOut(
-                "tendon",
-                _name(mujoco, model, Obj.mjOBJ_TENDON, t, "tendon"),
-                "tendons are not modelled",
-                True,
-            )
-        )
-    for s in range(model.nsensor):
-        left_out.append(
-            LeftOut(
-                "sensor",
-                _name(mujoco, model, Obj.mjOBJ_SENSOR, s, "sensor"),
-                "sensors are not computed",
-                False,
-            )
-        )
+    for kind, count, obj, reason, changes in (
+        ("tendon", model.ntendon, Obj.mjOBJ_TENDON, "tendons are not modelled", True),
+        ("sensor", model.nsensor, Obj.mjOBJ_SENSOR, "sensors are not computed", False),
+    ):
+        left_out += [
+            LeftOut(kind, _name(mujoco, model, obj, i, kind), reason, changes) for i in range(count)
+        ]
     for b in range(1, model.nbody):
         if model.body_gravcomp[b] != 0:
             left_out.append(

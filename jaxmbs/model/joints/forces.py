@@ -297,6 +297,43 @@ class SpringDamper(_Element):
 
 
 @dataclasses.dataclass(frozen=True)
+class AxialSpringDamper(_Element):
+    """A translational spring-damper along an axis of body_i (a prismatic joint's), spatial.
+
+    δ = aᵢ · (P_j − P_i) with aᵢ = Aᵢ âᵢ, âᵢ the unit `axis_i` in body i's frame: the signed
+    offset of point_j of body_j from point_i of body_i along that axis (where a
+    `Translational` joint keeps P_j on the axis, its slide). δ₀ = `free_offset`; f > 0 pulls
+    δ back, an actuator's u > 0 pushes it forward (a linear motor along the axis). Unlike
+    `SpringDamper`'s length it is smooth and signed through δ = 0.
+    """
+
+    body_i: int | None = None
+    point_i: Spec = (0.0, 0.0, 0.0)
+    axis_i: Spec = (0.0, 0.0, 1.0)
+    body_j: int | None = None
+    point_j: Spec = (0.0, 0.0, 0.0)
+    free_offset: Spec = 0.0
+
+    dimensions: ClassVar[tuple[int, ...]] = (3,)
+
+    def parameter_shapes(self, dimension: int) -> dict[str, tuple[Shape, ...]]:
+        vector = ((3,),)
+        shapes = {"free_offset": ((),), "point_i": vector, "axis_i": vector, "point_j": vector}
+        return {**super().parameter_shapes(dimension), **shapes}
+
+    def deformation(self, kit, q, p) -> Array:
+        axis = value(self.axis_i, p)
+        axis = kit.rotation(q, self.body_i) @ (axis / jnp.linalg.norm(axis))
+        d = kit.point(q, self.body_j, value(self.point_j, p)) - kit.point(
+            q, self.body_i, value(self.point_i, p)
+        )
+        return jnp.sum(axis * d)
+
+    def reference(self, p) -> Array:
+        return value(self.free_offset, p)
+
+
+@dataclasses.dataclass(frozen=True)
 class RotationalSpringDamper(_Element):
     """A torsional spring-damper between body_i and body_j (ground: None).
 
@@ -482,7 +519,9 @@ class BodyTorque(_Load):
         return _angular_velocity(kit, q, qd, self.body)
 
 
-ForceElement = SpringDamper | RotationalSpringDamper | Bushing | PointForce | BodyTorque
+ForceElement = (
+    SpringDamper | AxialSpringDamper | RotationalSpringDamper | Bushing | PointForce | BodyTorque
+)
 
 
 def check_elements(

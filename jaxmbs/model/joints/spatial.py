@@ -582,6 +582,32 @@ class Translational(_TwoBodyJoint):
 
 
 @dataclasses.dataclass(frozen=True)
+class Fixed(_TwoBodyJoint):
+    """Fixed (weld) joint: body j keeps one pose relative to body i (3 + 3 rows).
+
+    Rows: P_i − P_j = 0 and vee(½(E − Eᵀ)) = 0 with E = (Aⱼ Fⱼ)ᵀ (Aᵢ Fᵢ), where `frame_i`
+    Fᵢ and `frame_j` Fⱼ are body-fixed frames (rotation matrices, body i's and body j's)
+    that coincide when welded (E = I): the rotation rows of MuJoCo's weld equality. Near
+    E = I they are the small rotation angles between the frames, so the rows are independent.
+    """
+
+    name: str
+    body_i: int | None
+    point_i: Spec
+    body_j: int | None
+    point_j: Spec
+    frame_i: Spec = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
+    frame_j: Spec = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
+    rows: ClassVar[int] = 6
+
+    def residual(self, frames, p) -> Array:
+        # Frames.vector of Fᵀ turns F's columns: its rows are those of (A F)ᵀ
+        turned_i = frames.vector(self.body_i, value(self.frame_i, p).T)
+        turned_j = frames.vector(self.body_j, value(self.frame_j, p).T)
+        return jnp.concatenate([-self._separation(frames, p), _vee(turned_j @ turned_i.T)])
+
+
+@dataclasses.dataclass(frozen=True)
 class Distance(_TwoBodyJoint, PointPair):
     """Distance constraint |P_j − P_i|² − L² = 0: a massless rod with spherical ends (1 row)."""
 
@@ -603,7 +629,9 @@ class PointOnLine(_PointLineJoint):
         return self._on_line_rows(frames, p)
 
 
-Joint = Spherical | Revolute | Universal | Cylindrical | Translational | Distance | PointOnLine
+Joint = (
+    Spherical | Revolute | Universal | Cylindrical | Translational | Fixed | Distance | PointOnLine
+)
 
 
 def joints_of(mechanism: Mechanism) -> tuple[Joint, ...]:
@@ -640,9 +668,12 @@ def _constraint_groups(
     return groups
 
 
-def _kinetic_energy(layout: Layout, bodies: tuple[Body, ...]) -> Callable:
+def _kinetic_energy(
+    layout: Layout, bodies: tuple[Body, ...], added: Callable | None = None
+) -> Callable:
     """T(q, q̇, p) = ½ Σ mᵢ|ṙᵢ|² + ½ Σ ωᵢᵀJᵢωᵢ (module docstring), plus ½ J̄ (2 eᵀė)² for every
-    Euler-parameter body, zero on the constraint manifold eᵀe = 1, which makes M regular."""
+    Euler-parameter body, zero on the constraint manifold eᵀe = 1, which makes M regular,
+    plus the `added` kinetic energy (q, q̇, p) -> T_a where given."""
     euler = layout.bodies_of(EULER_PARAMETERS)
 
     def kinetic_energy(q, qd, p):
@@ -655,7 +686,7 @@ def _kinetic_energy(layout: Layout, bodies: tuple[Body, ...]) -> Callable:
             e, e_dot = layout._take(q, euler, 3, 4), layout._take(qd, euler, 3, 4)
             J_mean = jnp.trace(J[euler], axis1=-2, axis2=-1) / 3
             T = T + 2 * jnp.sum(J_mean * jnp.sum(e * e_dot, axis=-1) ** 2)
-        return T
+        return T if added is None else T + added(q, qd, p)
 
     return kinetic_energy
 
@@ -706,6 +737,7 @@ def spatial_mechanism(
     gravity: Spec = (0.0, 0.0, -9.81),
     elements: Sequence[ForceElement] = (),
     applied_forces: Callable | None = None,
+    added_kinetic_energy: Callable | None = None,
     reference_q=None,
     reference_t: float = 0.0,
 ) -> Mechanism:
@@ -715,7 +747,9 @@ def spatial_mechanism(
     velocity-dependent terms are derived by autodiff and the total energy is reported.
     The springs of the force `elements` (`jaxmbs.joints.forces`) add to V, their dampers and
     laws to the generalized forces, as do their loads (point forces, torques) and
-    `applied_forces(t, q, qd, p)`. The coordinates follow `Layout.from_bodies(bodies)`. The
+    `applied_forces(t, q, qd, p)`. `added_kinetic_energy(q, qd, p)`, quadratic in q̇, adds to
+    T what is no body's (a rotor's ½ a θ̇² of a relative rate: MuJoCo's armature, as
+    `jaxmbs.io.absolute` maps it). The coordinates follow `Layout.from_bodies(bodies)`. The
     constraint groups: first `"normalization"` (eᵀe − 1 = 0 of every Euler-parameter body, in
     body order), then each joint, in the given order (holonomic joints first). `reference_q`
     must keep eᵀe = 1 and avoid the gimbal lock (sin θ ≠ 0) of every ZXZ body; one that is a
@@ -729,7 +763,7 @@ def spatial_mechanism(
     groups = _constraint_groups(joint_groups, int(layout.bodies_of(EULER_PARAMETERS).size))
     checked = check_elements(elements, n_bodies, params, dimension=3, n=layout.n)
     element_set = ElementSet(checked, _body_kinematics(layout), dimension=3)
-    kinetic_energy = _kinetic_energy(layout, bodies)
+    kinetic_energy = _kinetic_energy(layout, bodies, added_kinetic_energy)
 
     def potential_energy(q, p):
         masses = jnp.stack([value(b.mass, p) for b in bodies])

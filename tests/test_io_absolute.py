@@ -1,0 +1,350 @@
+"""`from_mjcf(coordinates="absolute")` beyond one joint per body (`jaxmbs.io.absolute`, issue
+41): several joints on one body (Universal, Cylindrical, three-hinge Spherical), weld and
+joint equalities, springs and dampers on slides — trajectories against the joint-coordinate
+import of the same file, constraints on MuJoCo's own kinematics, kinetic energy against
+MuJoCo's, and the refusals."""
+
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmbs
+from jaxmbs.model.joints.orientation import euler_parameters
+
+mujoco = pytest.importorskip("mujoco")
+import jaxmbs.io  # noqa: E402  (after the skip: the tests need mujoco)
+
+CARTPOLE = Path(__file__).resolve().parents[1] / "models" / "mjcf" / "cartpole.xml"
+
+#: A universal joint to the world (two orthogonal hinges at one anchor, springs on both), a
+#: cylindrical joint as a slide then a hinge (spring-dampers on both) and one as a hinge then
+#: a slide, a gimbal of three hinges (a spherical joint), a slide with a spring-damper; the
+#: armature of a universal's second hinge, a cylindrical's hinge and another's slide.
+COMPOSED = """
+<mujoco>
+  <option gravity="0.5 -1 -9.81"/>
+  <worldbody>
+    <body name="base" pos="0 0 1" euler="10 0 20">
+      <joint name="u1" axis="1 0 0" pos="0 0 0.05" damping="0.05" stiffness="1" springref="10"/>
+      <joint name="u2" axis="0 1 0" pos="0 0 0.05" damping="0.02" stiffness="0.5" ref="5"
+             armature="0.02"/>
+      <geom type="box" size="0.2 0.1 0.05" pos="0.02 0 -0.1" euler="5 10 15"/>
+      <body name="sleeve" pos="0.2 0.05 -0.1" euler="0 20 0">
+        <joint name="push" type="slide" axis="0 0.3 1" damping="0.3" stiffness="4"
+               springref="0.02"/>
+        <joint name="turn" axis="0 0.3 1" pos="0.01 0 0" damping="0.1" stiffness="2"
+               springref="15" ref="5" armature="0.01"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0.05" size="0.03"/>
+        <body name="hand" pos="0.3 0 0.05">
+          <joint name="gx" axis="1 0 0" pos="0 0.01 0"/>
+          <joint name="gy" axis="0 1 1" pos="0 0.01 0"/>
+          <joint name="gz" axis="0 0 1" pos="0 0.01 0"/>
+          <geom type="box" size="0.05 0.04 0.03" pos="0.05 0 0"/>
+        </body>
+      </body>
+      <body name="drill" pos="-0.1 0.1 -0.1" euler="30 0 0">
+        <joint name="spin" axis="1 0 0" pos="0 0.02 0"/>
+        <joint name="feed" type="slide" axis="1 0 0" armature="0.03"/>
+        <geom type="capsule" fromto="0 0 0 0.2 0 0" size="0.02"/>
+      </body>
+      <body name="tail" pos="-0.2 0 0">
+        <joint name="slide" type="slide" axis="1 0 0.2" damping="0.5" stiffness="3"
+               springref="0.05"/>
+        <geom type="sphere" size="0.05" pos="0.02 0.01 0"/>
+      </body>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+#: A double pendulum a–b; c geared to a (θc = −θa / 2), a free box welded to c, a slider s
+#: coupled to b (x_s = 0.1 θb): two degrees of freedom.
+CLOSED = """
+<mujoco>
+  <option gravity="0.5 -1 -9.81"/>
+  <worldbody>
+    <body name="a" pos="0 0 1">
+      <joint name="ja" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0.4 0 0" size="0.03"/>
+      <body name="b" pos="0.4 0 0">
+        <joint name="jb" axis="0 1 0.2" pos="0.01 0 0"/>
+        <geom type="capsule" fromto="0 0 0 0.4 0 0.1" size="0.03"/>
+      </body>
+    </body>
+    <body name="c" pos="0 0.3 1">
+      <joint name="jc" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0.4 0 0" size="0.03"/>
+    </body>
+    <body name="box" pos="0.5 0.3 1" euler="10 20 30">
+      <freejoint name="float"/>
+      <geom type="box" size="0.05 0.04 0.03" pos="0.01 0 0"/>
+    </body>
+    <body name="s" pos="0 -0.3 1">
+      <joint name="js" type="slide" axis="1 0 0"/>
+      <geom size="0.05"/>
+    </body>
+  </worldbody>
+  <equality>
+    <joint name="gear" joint1="jc" joint2="ja" polycoef="0 -0.5 0 0 0"/>
+    <joint name="track" joint1="js" joint2="jb" polycoef="0 0.1 0 0 0"/>
+    <weld name="glue" body1="c" body2="box"/>
+  </equality>
+</mujoco>
+"""
+
+
+def _pair(xml: str):
+    return jaxmbs.io.from_mjcf(xml), jaxmbs.io.from_mjcf(xml, coordinates="absolute")
+
+
+def _assert_same_motion(joint, absolute, qpos, qvel, t1: float = 0.5) -> None:
+    """Both imports from MuJoCo's state (qpos, qvel) over [0, t1] at rtol = atol = 1e-11:
+    every body's frame (x and R) the same to 1e-8 (bodies moving by more than 0.1), the
+    absolute run's constraints at round-off."""
+    ts = jnp.linspace(0.0, t1, 11)
+    runs = []
+    for imported in (joint, absolute):
+        q0, qd0 = imported.from_qpos(qpos, qvel)
+        sol = jaxmbs.simulate(
+            imported.mechanism, q0, qd0, (0.0, t1), rtol=1e-11, atol=1e-11, saveat=ts
+        )
+        assert sol.successful
+        x, R = jax.jit(jax.vmap(imported.geometry.frames))(sol.q)
+        runs.append((np.asarray(x), np.asarray(R), float(jnp.max(sol.position_residual))))
+    (xj, Rj, _), (xa, Ra, residual) = runs
+    motion = float(np.max(np.abs(xj - xj[0])))
+    gap = max(np.max(np.abs(xa - xj)), np.max(np.abs(Ra - Rj)))
+    print(f"frames {gap:.2g} of a motion of {motion:.2g}, residual {residual:.2g}")
+    assert motion > 0.1
+    assert gap <= 1e-8
+    assert residual <= 1e-13
+
+
+def _mujoco_state(xml: str, qpos, qvel):
+    """MuJoCo's model and data at (qpos, qvel) after `mj_forward`, kinetic energy enabled."""
+    model = mujoco.MjModel.from_xml_string(xml)
+    model.opt.enableflags |= int(mujoco.mjtEnableBit.mjENBL_ENERGY)
+    data = mujoco.MjData(model)
+    data.qpos[:], data.qvel[:] = qpos, qvel
+    mujoco.mj_forward(model, data)
+    return model, data
+
+
+def _assert_on_mujocos_kinematics(xml: str, absolute, qpos, qvel) -> None:
+    """The absolute constraints at round-off at the bodies' poses of MuJoCo's
+    `mj_kinematics` (centres of mass `xipos`, principal axes `ximat`), and ½ q̇ᵀ M q̇ equal
+    to MuJoCo's kinetic energy (that of `mj_fullM`'s M, `data.energy[1]`) to 1e-13."""
+    model, data = _mujoco_state(xml, qpos, qvel)
+    poses = [
+        np.concatenate([data.xipos[b], euler_parameters(data.ximat[b].reshape(3, 3))])
+        for b in absolute.absolute_bodies
+    ]
+    mech = absolute.mechanism
+    qa = jnp.asarray(np.concatenate(poses))
+    residual = eqx.filter_jit(lambda m, q: m.constraints(0.0, q, m.params))(mech, qa)
+    M = np.zeros((model.nv, model.nv))
+    mujoco.mj_fullM(model, data, M)
+    assert abs(0.5 * qvel @ M @ qvel - data.energy[1]) <= 1e-12 * data.energy[1]
+    qa, qda = absolute.from_qpos(qpos, qvel)
+    Ma = eqx.filter_jit(lambda m, q: m.mass_matrix(q, m.params))(mech, qa)
+    energy = abs(0.5 * float(qda @ Ma @ qda) - data.energy[1]) / data.energy[1]
+    residual = float(jnp.max(jnp.abs(residual)))
+    print(f"on MuJoCo's kinematics: residual {residual:.2g}, energy {energy:.2g}")
+    assert residual <= 1e-14
+    assert energy <= 1e-13
+
+
+@pytest.fixture(scope="module")
+def composed():
+    return _pair(COMPOSED)
+
+
+def test_several_joints_on_a_body_are_one_joint(composed):
+    """Two orthogonal hinges at one anchor: a Universal (4 rows); a slide and a hinge along
+    one axis, either order: a Cylindrical (4); three hinges at one anchor: a Spherical (3);
+    each hinge and slide with its spring-damper along its own coordinate."""
+    _, absolute = composed
+    groups = dict(absolute.mechanism.constraint_groups)
+    sizes = {g: len(groups[g]) for g in ("u1+u2", "push+turn", "gx+gy+gz", "spin+feed", "slide")}
+    assert sizes == {"u1+u2": 4, "push+turn": 4, "gx+gy+gz": 3, "spin+feed": 4, "slide": 5}
+    elements = {e.name: type(e).__name__ for e in absolute.mechanism.elements.elements}
+    assert elements == {
+        "u1": "RotationalSpringDamper",
+        "u2": "RotationalSpringDamper",
+        "push": "AxialSpringDamper",
+        "turn": "RotationalSpringDamper",
+        "spin": "RotationalSpringDamper",
+        "feed": "AxialSpringDamper",
+        "slide": "AxialSpringDamper",
+    }
+    assert absolute.mechanism.structure.dof == 10  # 2 + 2 + 3 + 2 + 1
+
+
+def test_composed_joints_and_slide_springs_move_as_the_joint_coordinates(composed):
+    """From a random state, over 0.5 s: every body's frame as in joint coordinates (measured
+    4.1e-10 of a motion of 0.9; with the universal's second angle of the wrong sign: 0.12),
+    constraints at round-off (3.3e-16); on MuJoCo's own kinematics at that state the
+    constraints hold to 5.6e-16 and the kinetic energy, armature included, is MuJoCo's to
+    7.3e-16 (relative)."""
+    joint, absolute = composed
+    rng = np.random.default_rng(4)
+    qpos = np.asarray(joint.q0) + 0.3 * rng.standard_normal(joint.tree.nq)
+    qvel = rng.standard_normal(joint.tree.nv)
+    _assert_on_mujocos_kinematics(COMPOSED, absolute, qpos, qvel)
+    _assert_same_motion(joint, absolute, qpos, qvel)
+
+
+def test_weld_and_joint_equalities_move_as_the_joint_coordinates():
+    """A weld (Fixed, 6 rows) and two joint equalities (a hinge geared to a hinge, a slide
+    to a hinge: 1 row each) in absolute coordinates: from rest at qpos0 over 0.5 s every
+    body's frame as in joint coordinates (measured 3.7e-11 of a motion of 0.39), constraints
+    at round-off (2.2e-16); on MuJoCo's kinematics at a state that keeps the equalities the
+    constraints hold to 1.1e-16 and the kinetic energy is MuJoCo's to round-off (0)."""
+    joint, absolute = _pair(CLOSED)
+    groups = dict(absolute.mechanism.constraint_groups)
+    assert [len(groups[g]) for g in ("glue", "gear", "track")] == [6, 1, 1]
+    assert absolute.mechanism.structure.dof == 2
+    qpos, qvel = np.asarray(joint.q0), np.zeros(joint.tree.nv)
+    _assert_same_motion(joint, absolute, qpos, qvel)
+    # a state that keeps the equalities: ja, jb turned, jc = −ja / 2, js = 0.1 jb, the box on c
+    model, data = _mujoco_state(CLOSED, qpos, qvel)
+    names = {mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, j): j for j in range(model.njnt)}
+    angles = {"ja": 0.4, "jb": -0.7, "jc": -0.2, "js": -0.07}
+    rates = {"ja": 1.3, "jb": 0.6, "jc": -0.65, "js": 0.06}
+    for name, value in angles.items():
+        data.qpos[model.jnt_qposadr[names[name]]] = value
+        data.qvel[model.jnt_dofadr[names[name]]] = rates[name]
+    mujoco.mj_kinematics(model, data)
+    box, c = (mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, n) for n in ("box", "c"))
+    # the weld holds the box's pose in c's frame: place it there, moving with c
+    relative = model.body_pos[box] - model.body_pos[c]
+    free = model.jnt_qposadr[names["float"]]
+    data.qpos[free : free + 3] = data.xpos[c] + data.xmat[c].reshape(3, 3) @ relative
+    mujoco.mju_mulQuat(data.qpos[free + 3 : free + 7], data.xquat[c], model.body_quat[box])
+    omega = rates["jc"] * data.xmat[c].reshape(3, 3) @ np.array([0.0, 1.0, 0.0])
+    dof = model.jnt_dofadr[names["float"]]
+    anchor = data.xpos[c] + data.xmat[c].reshape(3, 3) @ model.jnt_pos[names["jc"]]
+    data.qvel[dof : dof + 3] = np.cross(omega, data.qpos[free : free + 3] - anchor)
+    box_rot = np.zeros(9)
+    mujoco.mju_quat2Mat(box_rot, data.qpos[free + 3 : free + 7])
+    data.qvel[dof + 3 : dof + 6] = box_rot.reshape(3, 3).T @ omega
+    qpos, qvel = data.qpos.copy(), data.qvel.copy()
+    held = jax.jit(joint.mechanism.constraints)(0.0, jnp.asarray(qpos), joint.mechanism.params)
+    assert float(jnp.max(jnp.abs(held))) <= 1e-14  # the state keeps them in joint coordinates
+    _assert_on_mujocos_kinematics(CLOSED, absolute, qpos, qvel)
+
+
+def test_armature_is_the_kinetic_energy_of_the_joint_rate():
+    """cartpole.xml: the cart's slide has armature (and a damper), the pole's hinge a spring
+    and a damper. At the keyframe the kinetic energy is MuJoCo's to round-off (0; the
+    armature's share of it: 0.043), the constraints hold on MuJoCo's kinematics to 2.2e-16;
+    from there over 0.5 s every frame as in joint coordinates (measured 9.1e-12 of a motion of
+    0.2), constraints at round-off (2.2e-16)."""
+    joint, absolute = (
+        jaxmbs.io.from_mjcf(CARTPOLE, keyframe="start", coordinates=c)
+        for c in ("joints", "absolute")
+    )
+    xml = CARTPOLE.read_text()
+    model, data = _mujoco_state(xml, *_keyframe(CARTPOLE))
+    qpos, qvel = data.qpos.copy(), data.qvel.copy()
+    assert 0.5 * model.dof_armature[0] * qvel[0] ** 2 >= 0.04 * data.energy[1]
+    _assert_on_mujocos_kinematics(xml, absolute, qpos, qvel)
+    _assert_same_motion(joint, absolute, qpos, qvel)
+
+
+def _keyframe(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    model = mujoco.MjModel.from_xml_path(str(path))
+    return model.key_qpos[0], model.key_qvel[0]
+
+
+def _one_body(joints: str, *, equality: str = "") -> str:
+    return f"""
+    <mujoco><worldbody><body name="arm" pos="0 0 1">{joints}
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/></body>
+      <body name="other" pos="0 1 1"><joint name="o" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/></body>
+    </worldbody><equality>{equality}</equality></mujoco>"""
+
+
+GIMBAL = '<joint name="g1" axis="1 0 0"/><joint name="g2" axis="0 1 0"/>'
+GIMBAL += '<joint name="g3" axis="0 0 1"/>'
+
+
+@pytest.mark.parametrize(
+    "xml, refused",
+    [
+        (
+            _one_body('<joint name="h1" axis="1 0 0"/><joint name="h2" axis="1 1 0"/>'),
+            r"body 'arm''s joints \['h1 \(hinge\)', 'h2 \(hinge\)'\]",
+        ),
+        (
+            _one_body('<joint name="h1" axis="1 0 0"/><joint name="h2" axis="0 1 0" pos="0 0 1"/>'),
+            r"body 'arm''s joints \['h1 \(hinge\)', 'h2 \(hinge\)'\]",
+        ),
+        (
+            _one_body('<joint name="h" axis="1 0 0"/><joint name="s" type="slide" axis="0 1 0"/>'),
+            r"body 'arm''s joints \['h \(hinge\)', 's \(slide\)'\]",
+        ),
+        (
+            _one_body('<joint name="s" type="slide" axis="1 0 0"/><joint name="b" type="ball"/>'),
+            r"body 'arm''s joints \['s \(slide\)', 'b \(ball\)'\]",
+        ),
+        (
+            _one_body(GIMBAL.replace('name="g2"', 'name="g2" damping="1"')),
+            "the armature, damping or spring of hinge joint 'g2'",
+        ),
+        (
+            _one_body(GIMBAL, equality='<joint joint1="o" joint2="g3"/>'),
+            "joint 'g3' is one of three hinges composed into a Spherical",
+        ),
+        (
+            _one_body(GIMBAL.replace('name="g3"', 'name="g3" armature="0.1"')),
+            "the armature, damping or spring of hinge joint 'g3'",
+        ),
+    ],
+)
+def test_what_absolute_coordinates_refuse(xml, refused):
+    jaxmbs.io.from_mjcf(xml)  # the joint coordinates map it
+    with pytest.raises(ValueError, match=refused):
+        jaxmbs.io.from_mjcf(xml, coordinates="absolute")
+
+
+def test_weld_rows_are_mujocos_on_sites_and_with_a_given_relative_pose():
+    """A weld of a free box to the world on sites and one of two free bodies with a given
+    `relpose` (not held at qpos0): at a random state the Fixed joint's rows equal the joint
+    coordinates' weld rows (MuJoCo's p₁ − p₂ and vee(½(E − Eᵀ))): measured 2.2e-16 of 0.84."""
+    xml = """
+    <mujoco><worldbody>
+      <site name="fixed" pos="0.3 0.1 1" euler="10 20 30"/>
+      <body name="box" pos="0.3 0.1 1" euler="10 20 30"><freejoint name="float"/>
+        <geom type="box" size="0.1 0.2 0.3" pos="0.05 0 0"/><site name="corner"/></body>
+      <body name="p" pos="1 0 0" euler="0 40 0"><freejoint name="fp"/>
+        <geom type="box" size="0.1 0.05 0.02" pos="0 0.02 0"/></body>
+      <body name="r" pos="1 0.5 0"><freejoint name="fr"/>
+        <geom type="capsule" fromto="0 0 0 0.2 0 0.1" size="0.02"/></body>
+    </worldbody><equality>
+      <weld name="glue" site1="fixed" site2="corner"/>
+      <weld name="pair" body1="p" body2="r" anchor="0.1 0 0" relpose="0 0.3 0.1 1 0.2 0 0"/>
+    </equality></mujoco>"""
+    joint, absolute = _pair(xml)
+    assert absolute.mechanism.structure.dof == 6  # the box held, the pair one free body
+    rng = np.random.default_rng(7)
+    qpos = np.asarray(joint.q0) + 0.2 * rng.standard_normal(joint.tree.nq)
+    qpos = np.asarray(joint.to_qpos(qpos))
+    qa, _ = absolute.from_qpos(qpos)
+    rows = {}
+    for imported, q in ((joint, jnp.asarray(qpos)), (absolute, qa)):
+        mech = imported.mechanism
+        residual = eqx.filter_jit(lambda m, q_: m.constraints(0.0, q_, m.params))(mech, q)
+        groups = dict(mech.constraint_groups)
+        rows[imported.coordinates] = np.concatenate(
+            [residual[np.array(groups[g])] for g in ("glue", "pair")]
+        )
+    gap = np.max(np.abs(rows["absolute"] - rows["joints"]))
+    print(f"weld rows {gap:.2g} of {np.max(np.abs(rows['joints'])):.2g}")
+    assert np.max(np.abs(rows["joints"])) > 0.05
+    np.testing.assert_allclose(rows["absolute"], rows["joints"], rtol=0, atol=1e-15)
