@@ -97,7 +97,8 @@ class Sparsity:
     - `mass`: for each row of M, the columns that can be non-zero (the diagonal always).
     - `colours`: a colour per column of C; columns of one colour never share a row.
     - `mass_colours`: the same for the columns of M.
-    - `reference`: the state the patterns were detected near (None: not kept).
+    - `reference`: the state the patterns were detected near (None: not kept); not compared:
+      patterns detected at two states are the same static data for jit.
     """
 
     n: int
@@ -105,7 +106,7 @@ class Sparsity:
     mass: tuple[tuple[int, ...], ...]
     colours: tuple[int, ...]
     mass_colours: tuple[int, ...]
-    reference: Reference | None = None
+    reference: Reference | None = dataclasses.field(default=None, compare=False)
 
     @property
     def n_colours(self) -> int:

@@ -286,7 +286,9 @@ def iteration_pattern(mechanism: Model) -> tuple[tuple[int, ...], ...]:
     structure's sparsity was detected at, by finite steps of each coordinate and velocity
     (first derivatives only: a Jacobian of the vjp Cᵀλ would compile a second-order
     program); a row counts as moved where any bit of it changes. Runs eagerly under a trace.
-    Returns the columns of each row (`pattern_rows`).
+    Returns the columns of each row (`pattern_rows`). Like every sampled pattern it misses a
+    coupling that vanishes at all the samples (a one-sided contact force inactive near the
+    reference state): analyse such a model with `sparsity=False` (the dense S).
     """
     sparsity = mechanism.structure.sparsity
     key = (sparsity, mechanism.mass_matrix, mechanism.forces, mechanism.constraints,
