@@ -209,7 +209,7 @@ class StepEquations(eqx.Module):
         return jnp.concatenate([force + C_i.T @ x[n:], g])
 
 
-def _newton_system(equations: StepEquations, x: Array, theta: tuple):
+def newton_system(equations: StepEquations, x: Array, theta: tuple):
     """r(x) and b ↦ S⁻¹b, S = ∂r/∂x (eq 8) by forward-mode autodiff, assembled and factorised
     by the mechanism's algebra (dense, or banded on chains: `AbstractAlgebra.newton_system`)."""
     mechanism = equations.mechanism
@@ -234,7 +234,7 @@ def newton_solve(equations: StepEquations, theta: tuple, guess: Array, *, max_it
 
     def iteration(carry):
         x, k, _ = carry
-        r, solve = _newton_system(equations, x, theta)
+        r, solve = newton_system(equations, x, theta)
         dx = -solve(r)
         x = x + dx
         # Relative to q̈, plus the round-off floor of an index-3 solve: q̈ is known from
@@ -261,7 +261,7 @@ def _newton_solve_jvp(primals, tangents, *, max_iterations, tolerance):
     x, ok = newton_solve(
         equations, theta, guess, max_iterations=max_iterations, tolerance=tolerance
     )
-    _, solve = _newton_system(equations, x, theta)
+    _, solve = newton_system(equations, x, theta)
     primal_in = (equations, theta)
     tangent_in = jax.tree_util.tree_map(
         lambda p, d: jnp.zeros_like(p) if d is None else d,
