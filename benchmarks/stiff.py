@@ -3,7 +3,13 @@
 `stiff_runs`: the stiff spring pendulum (`jaxmbs.models.spring_pendulum`) over 1 s with
 `Tsit5` and `Kvaerno5` at rtol = atol = 1e-8 and 1e-10, and `jaxmbs.GeneralizedAlpha`
 (ρ∞ = 0.8) at constant steps h = 1e-3 and 1e-4 (steps, compile and run time, error against
-a 1e-12 reference; for generalized-α also the size of the solve's HLO text).
+a 1e-12 reference).
+`chain_runs`: the stiff chain (`CHAIN`: N = 50 links, n = 150, a torsional spring-damper
+across every joint) over 0.5 s, generalized-α with the banded iteration matrix and its own
+step control against Kvaerno5 with the exact Newton, at tolerances that bracket equal
+accuracy (errors of the final q against Dopri8 at 1e-12).
+`newton_iteration_cost`: one generalized-α Newton iteration (S assembled, factorised,
+solved) on the stiff chain, banded against dense (`AbstractAlgebra.newton_system`).
 `jacobian_cost`: one right-hand side of the reduced ODE (`qr`, all coordinates) against its
 exact Jacobian by forward-mode autodiff (what Newton's method evaluates every iteration), on
 chains of N links (n = 3N coordinates, a state of 2n): the cost per step and how it grows.
@@ -13,20 +19,54 @@ chains of N links (n = 3N coordinates, a state of 2n): the cost per step and how
 
 from __future__ import annotations
 
+import statistics
+import time
+
 import jax
 
 jax.config.update("jax_enable_x64", True)
 
 import diffrax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
 
 import jaxmbs  # noqa: E402
 from jaxmbs.formulations import get_formulation  # noqa: E402
+from jaxmbs.integrate.generalized_alpha import (  # noqa: E402
+    GeneralizedAlpha,
+    IndexThreeCoordinates,
+    StepEquations,
+    newton_system,
+)
 from jaxmbs.integrate.stabilization import NoStabilization  # noqa: E402
 from jaxmbs.integrate.state_space import AllCoordinates  # noqa: E402
 from jaxmbs.models import chain, spring_pendulum  # noqa: E402
 
 from .core import compiled, median_time  # noqa: E402
+
+
+def _row(mech, q0, qd0, t_span, reference, solver_name: str, tol: float, repeats: int,
+         **options) -> dict:  # fmt: skip
+    """One run's steps, compile and run time and final-state error against `reference` (the
+    final q of a tight run), with no stabilisation and no rank check."""
+
+    def solve(q0, qd0):
+        sol = jaxmbs.simulate(
+            mech, q0, qd0, t_span, max_steps=10**6, stabilization="none", rank_rtol=None,
+            **options,
+        )  # fmt: skip
+        return sol.q[-1], sol.stats["num_steps"]
+
+    run, compile_s = compiled(solve, q0, qd0)
+    times = []
+    for _ in range(repeats):  # the timed runs give the result as well (Kvaerno5 on the chain
+        start = time.perf_counter()  # runs for minutes)
+        q1, steps = jax.block_until_ready(run(q0, qd0))
+        times.append(time.perf_counter() - start)
+    return {
+        "solver": solver_name, "tol": tol, "steps": int(steps), "compile_s": compile_s,
+        "time_s": statistics.median(times), "error": float(jnp.max(jnp.abs(q1 - reference))),
+    }  # fmt: skip
 
 
 def stiff_runs(repeats: int = 3) -> dict:
@@ -36,23 +76,7 @@ def stiff_runs(repeats: int = 3) -> dict:
     reference = jaxmbs.simulate(mech, q0, qd0, t_span, rtol=1e-12, atol=1e-12, max_steps=10**6)
 
     def row(solver_name: str, tol: float, **options) -> dict:
-        """One run's steps, compile and run time and final-state error (no stabilisation, no
-        rank check)."""
-
-        def solve(q0, qd0):
-            sol = jaxmbs.simulate(
-                mech, q0, qd0, t_span, max_steps=10**6, stabilization="none", rank_rtol=None,
-                **options,
-            )  # fmt: skip
-            return sol.q[-1], sol.stats["num_steps"]
-
-        run, compile_s = compiled(solve, q0, qd0)
-        q1, steps = run(q0, qd0)
-        return {
-            "solver": solver_name, "tol": tol, "steps": int(steps), "compile_s": compile_s,
-            "time_s": median_time(lambda: run(q0, qd0), repeats),
-            "error": float(jnp.max(jnp.abs(q1 - reference.q[-1]))),
-        }  # fmt: skip
+        return _row(mech, q0, qd0, t_span, reference.q[-1], solver_name, tol, repeats, **options)
 
     rows = [
         row(name, tol, solver=solver, rtol=tol, atol=tol)
@@ -71,6 +95,76 @@ def stiff_runs(repeats: int = 3) -> dict:
         for h in (1e-3, 1e-4)
     ]
     return {"model": "spring pendulum, 1 s", "runs": rows}
+
+
+#: The stiff chain: N links, a torsional spring-damper (k N m/rad, c N m s/rad) across every
+#: joint, released at rest, straight and horizontal (springs relaxed), for T s.
+CHAIN = {"links": 50, "stiffness": 1e6, "damping": 100.0, "T": 0.5}
+
+
+def _stiff_chain(links: int):
+    mech = chain.chain(links, stiffness=CHAIN["stiffness"], damping=CHAIN["damping"])
+    return mech, *chain.initial_state(mech, angle=np.pi / 2)
+
+
+def chain_runs(ga_tols=(1e-6, 1e-7, 1e-8), kvaerno_tols=(1e-5,), repeats: int = 1) -> dict:
+    """`CHAIN` (n = 150, 100 constraints): generalized-α (ρ∞ = 0.8, the banded iteration
+    matrix, steps by its local error estimate) against Kvaerno5 with the exact Newton (the
+    `qr` formulation's ODE, its dense Jacobian) at the tolerances given; errors of the final
+    q against Dopri8 at rtol = atol = 1e-12 (whose step count shows the stiffness)."""
+    mech, q0, qd0 = _stiff_chain(CHAIN["links"])
+    t_span = (0.0, CHAIN["T"])
+    reference = jaxmbs.simulate(
+        mech, q0, qd0, t_span, rtol=1e-12, atol=1e-12, solver=diffrax.Dopri8(), max_steps=10**6
+    )
+
+    def row(solver_name: str, tol: float, solver) -> dict:
+        return _row(
+            mech, q0, qd0, t_span, reference.q[-1], solver_name, tol, repeats, solver=solver,
+            rtol=tol, atol=tol,
+        )  # fmt: skip
+
+    rows = [row("GenAlpha", tol, jaxmbs.GeneralizedAlpha(rho_inf=0.8)) for tol in ga_tols]
+    rows += [row("Kvaerno5", tol, diffrax.Kvaerno5()) for tol in kvaerno_tols]
+    return {
+        "model": f"chain N = {CHAIN['links']}, k = {CHAIN['stiffness']:.0e}, "
+        f"c = {CHAIN['damping']:g}, {CHAIN['T']} s",
+        "reference_steps": int(reference.stats["num_steps"]),
+        "runs": rows,
+    }
+
+
+def _newton_iteration(mech, q0, qd0):
+    """One Newton iteration of a generalized-α step (assemble and factorise S, solve for the
+    correction) from the consistent start, as a function of x = (q̈, λ_I)."""
+    equations = StepEquations(mech, GeneralizedAlpha(rho_inf=0.8).coefficients)
+    space = IndexThreeCoordinates(get_formulation("qr"))
+    y0, _ = space.initial_state(mech, q0, qd0, 0.0, mech.params, 1e-8)
+    n, h = mech.n, 1e-3
+    qdd = y0[2 * n : 3 * n]
+    theta = (h, h, q0, qd0, qdd, qdd, mech.params)
+
+    def iteration(x):
+        r, solve = newton_system(equations, x, theta)
+        return x - solve(r)
+
+    return iteration, y0[2 * n :]
+
+
+def newton_iteration_cost(links=(10, 50), repeats: int = 20) -> list[dict]:
+    """Run and compile time of one Newton iteration of generalized-α on the stiff chain, with
+    the banded iteration matrix (the structure's default) and the dense one."""
+    rows = []
+    for n_links in links:
+        mech, q0, qd0 = _stiff_chain(n_links)
+        dense = mech.replace_structure(jaxmbs.analyze_structure(mech, q0, sparsity=False))
+        row = {"links": n_links, "unknowns": mech.n + mech.structure.rank}
+        for name, m in (("banded", mech), ("dense", dense)):
+            iteration, x = _newton_iteration(m, q0, qd0)
+            run, row[f"{name}_compile_s"] = compiled(iteration, x)
+            row[f"{name}_s"] = median_time(lambda run=run, x=x: run(x), repeats)
+        rows.append(row)
+    return rows
 
 
 def _field_cost(n_links: int, repeats: int) -> dict:
@@ -101,6 +195,21 @@ def main() -> None:
         print(
             f"  {r['solver']:<9} {setting} {r['tol']:.0e}: {r['steps']:>6} steps, "
             f"{r['time_s'] * 1e3:8.1f} ms, compile {r['compile_s']:.1f} s, error {r['error']:.1e}"
+        )
+    runs = chain_runs()
+    print(f"{runs['model']} (Dopri8 at 1e-12: {runs['reference_steps']} steps):")
+    for r in runs["runs"]:
+        print(
+            f"  {r['solver']:<9} tol {r['tol']:.0e}: {r['steps']:>6} steps, "
+            f"{r['time_s'] * 1e3:8.1f} ms, compile {r['compile_s']:.1f} s, error {r['error']:.1e}"
+        )
+    print("one generalized-α Newton iteration (assemble S, factorise, solve), stiff chain:")
+    for r in newton_iteration_cost():
+        print(
+            f"  N = {r['links']:>2} ({r['unknowns']} unknowns): banded "
+            f"{r['banded_s'] * 1e6:8.1f} µs (compile {r['banded_compile_s']:.1f} s), dense "
+            f"{r['dense_s'] * 1e6:8.1f} µs (compile {r['dense_compile_s']:.1f} s): "
+            f"{r['dense_s'] / r['banded_s']:.1f}×"
         )
     print("exact Jacobian of the reduced ODE (jacfwd) vs one right-hand side, chains:")
     for r in jacobian_cost():

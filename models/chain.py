@@ -2,6 +2,8 @@
 
 N identical links (length l, mass m, J = m l²/12) along their local x axes, link 0 pinned
 to the ground at the origin, link k pinned to link k−1; gravity along −y. Used for scaling.
+With `stiffness` or `damping`, a torsional spring-damper across every joint (free angle 0:
+the links straight), which couples neighbouring links in the forces' Jacobians.
 """
 
 from __future__ import annotations
@@ -9,19 +11,34 @@ from __future__ import annotations
 import numpy as np
 
 import jaxmbs
-from jaxmbs.model.joints import planar
+from jaxmbs.model.joints import forces, planar
 
 from ._cache import cached
 
 
 @cached
 def chain(
-    n_links: int = 5, length: float = 1.0, mass: float = 1.0, g: float = 9.81
+    n_links: int = 5,
+    length: float = 1.0,
+    mass: float = 1.0,
+    g: float = 9.81,
+    stiffness: float = 0.0,
+    damping: float = 0.0,
 ) -> jaxmbs.Mechanism:
-    """The chain; params {"l", "m", "g"} shared by all links."""
+    """The chain; params {"l", "m", "g"} shared by all links, and {"k", "c"} (N m/rad,
+    N m s/rad) of the joints' spring-dampers where `stiffness` or `damping` is not zero."""
     if n_links < 1:
         raise ValueError(f"n_links must be at least 1, got {n_links}")
     params = {"l": length, "m": mass, "g": g}
+    elements = []
+    if stiffness or damping:
+        params.update(k=stiffness, c=damping)
+        elements = [
+            forces.RotationalSpringDamper(
+                f"S{k}", stiffness="k", damping="c", body_i=k - 1 if k else None, body_j=k
+            )
+            for k in range(n_links)
+        ]
 
     def tip(sign):
         return lambda p: (sign * p["l"] / 2, 0.0)
@@ -31,7 +48,9 @@ def chain(
     ]
     joints = [planar.Revolute("J0", 0, tip(-1))]
     joints += [planar.Revolute(f"J{k}", k - 1, tip(1), k, tip(-1)) for k in range(1, n_links)]
-    mech = planar.planar_mechanism(bodies, joints, params, gravity=lambda p: (0.0, -p["g"]))
+    mech = planar.planar_mechanism(
+        bodies, joints, params, gravity=lambda p: (0.0, -p["g"]), elements=elements
+    )
     return mech.with_structure(configuration(n_links, length, np.pi / 4 + 0.1 * np.arange(n_links)))
 
 

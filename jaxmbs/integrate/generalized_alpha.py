@@ -50,13 +50,16 @@ The residual is
 tends to the index-1 matrix [M, C_Iᵀ; C_I, 0] (Pękal–Frączek eq 2.5) as h → 0: its
 conditioning does not grow as h⁻² (Bottasso, Bauchau & Cardona 2007 analyse the scaling).
 S is the exact Jacobian of (7), by forward-mode autodiff through the mechanism's own
-functions (mass matrix, forces, constraints: one jvp per unknown, n + r in all), factorised
-densely (LU) at every iteration; Newton stops when the correction of q̈ and of λ is below
-`tolerance` relative (√ε by default: the residual left is then O(ε) — |Φ| at round-off
-with no stabilisation), and fails after `max_iterations`. Round-off here means that of the
-update (2): q_{n+1} is fixed through q̈_{n+1} to ~ε h²β|q̈|, which exceeds ε|q| for a stiff
-mode the step does not resolve (a spring-mass at ωh = 141: |Φ| 5e-13 in float64, 3e-4 in
-float32).
+functions (mass matrix, forces, constraints), assembled and factorised at every iteration by
+the mechanism's algebra (`AbstractAlgebra.newton_system`, `Structure.algebra`): dense, one
+jvp per unknown (n + r in all) and LU, O((n + r)³); or banded, one jvp per colour of S's
+pattern (force elements' coupling included) and a banded LU with partial pivoting in
+reverse Cuthill–McKee order (`jaxmbs.kinematics.banded_lu`), O(n + r) on chains. Newton
+stops when the correction of q̈ and of λ is below `tolerance` relative (√ε by default: the
+residual left is then O(ε) — |Φ| at round-off with no stabilisation), and fails after
+`max_iterations`. Round-off here means that of the update (2): q_{n+1} is fixed through
+q̈_{n+1} to ~ε h²β|q̈|, which exceeds ε|q| for a stiff mode the step does not resolve (a
+spring-mass at ωh = 141: |Φ| 5e-13 in float64, 3e-4 in float32).
 
 **Step-size control.** With a_n ≈ q̈(t_n + (α_m − α_f) h) (Chung & Hulbert's
 acceleration-like variable), Taylor expansion of (2) gives the positions' local error
@@ -103,10 +106,6 @@ and retried shorter instead. The step is constant (`diffrax.ConstantStepSize()` 
 `rtol`, `atol`); between steps q and q̇ are interpolated by cubic Hermite polynomials
 (slopes q̇ and q̈ at both ends), q̈ and λ linearly — Φ = 0 holds at the step ends only.
 
-**Not yet.** The banded iteration matrix (the
-block-banded KKT algebra of `jaxmbs.kinematics.banded` with K_t, C_t assembled by column
-colours), for O(N) cost on chains: today S is dense, O((n + r)³) per iteration.
-
 References: J. Chung, G. M. Hulbert, *A time integration algorithm for structural dynamics
 with improved numerical dissipation: the generalized-α method*, J. Appl. Mech. 60 (1993)
 371–375. M. Arnold, O. Brüls, *Convergence of the generalized-α scheme for constrained
@@ -130,6 +129,7 @@ from .._internal.types import Array, Coordinates, Velocities
 from ..formulations import AbstractFormulation
 from ..kinematics import algebra
 from ..kinematics.constraints import constraint_jacobian, position_residual
+from ..kinematics.structure import iteration_pattern
 from .dynamics import equation_terms
 from .solvers import ProjectedSolver
 from .stabilization import AbstractStabilization, NoStabilization
@@ -209,11 +209,13 @@ class StepEquations(eqx.Module):
         return jnp.concatenate([force + C_i.T @ x[n:], g])
 
 
-def _iteration_matrix(equations: StepEquations, x: Array, theta: tuple) -> tuple[Array, Array]:
-    """r(x) and S = ∂r/∂x (eq 8) by forward-mode autodiff: one jvp per unknown."""
-    r, linear = jax.linearize(lambda x_: equations.residual(x_, theta), x)
-    S = jax.vmap(linear, out_axes=1)(jnp.eye(x.shape[0], dtype=x.dtype))
-    return r, S
+def newton_system(equations: StepEquations, x: Array, theta: tuple):
+    """r(x) and b ↦ S⁻¹b, S = ∂r/∂x (eq 8) by forward-mode autodiff, assembled and factorised
+    by the mechanism's algebra (dense, or banded on chains: `AbstractAlgebra.newton_system`)."""
+    mechanism = equations.mechanism
+    return algebra.algebra_of(mechanism).newton_system(
+        lambda x_: equations.residual(x_, theta), x, lambda: iteration_pattern(mechanism)
+    )
 
 
 @eqx.filter_custom_jvp
@@ -232,8 +234,8 @@ def newton_solve(equations: StepEquations, theta: tuple, guess: Array, *, max_it
 
     def iteration(carry):
         x, k, _ = carry
-        r, S = _iteration_matrix(equations, x, theta)
-        dx = -jnp.linalg.solve(S, r)
+        r, solve = newton_system(equations, x, theta)
+        dx = -solve(r)
         x = x + dx
         # Relative to q̈, plus the round-off floor of an index-3 solve: q̈ is known from
         # positions to ~ε|q|/β' only (module notes).
@@ -259,7 +261,7 @@ def _newton_solve_jvp(primals, tangents, *, max_iterations, tolerance):
     x, ok = newton_solve(
         equations, theta, guess, max_iterations=max_iterations, tolerance=tolerance
     )
-    _, S = _iteration_matrix(equations, x, theta)
+    _, solve = newton_system(equations, x, theta)
     primal_in = (equations, theta)
     tangent_in = jax.tree_util.tree_map(
         lambda p, d: jnp.zeros_like(p) if d is None else d,
@@ -268,7 +270,7 @@ def _newton_solve_jvp(primals, tangents, *, max_iterations, tolerance):
         is_leaf=lambda d: d is None,
     )
     _, dr = eqx.filter_jvp(lambda e, th: e.residual(x, th), primal_in, tangent_in)
-    return (x, ok), (-jnp.linalg.solve(S, dr), jnp.zeros_like(ok))
+    return (x, ok), (-solve(dr), jnp.zeros_like(ok))
 
 
 class GeneralizedAlphaSolver(diffrax.AbstractAdaptiveSolver):

@@ -43,7 +43,7 @@ import numpy as np
 from .._internal import linalg
 from .._internal.linalg import MAX_BLOCK
 from .._internal.types import Array, Coordinates, Model, Params
-from . import banded
+from . import banded, banded_lu
 from .compressed import CompressedJacobian, DenseJacobian, StoredJacobian
 from .sparsity import Sparsity
 
@@ -53,6 +53,9 @@ GRAM_SCREEN = 1e-4
 
 #: (Q, Γ) ↦ (q̈, λ) of the range-space system, λ zero on the rows outside R.
 RangeSpaceSolver = Callable[[Array, Array], tuple[Array, Array]]
+
+#: b ↦ S⁻¹b for a factorised Newton iteration matrix S.
+LinearSolver = Callable[[Array], Array]
 
 
 def _scale(d: Array) -> Array:
@@ -106,6 +109,20 @@ class AbstractAlgebra(abc.ABC):
         """(Q, Γ) ↦ (q̈, λ) of M q̈ + C_Rᵀλ_R = Q, C_R q̈ = Γ_R on the independent rows
         R = `rows`, with M and C factorised once for any number of right-hand sides (λ zero
         on the rows outside R)."""
+
+    @abc.abstractmethod
+    def newton_system(
+        self,
+        residual: Callable[[Array], Array],
+        x: Array,
+        pattern: Callable[[], tuple[tuple[int, ...], ...]],
+    ) -> tuple[Array, LinearSolver]:
+        """r(x) and b ↦ S⁻¹b, S = ∂r/∂x the exact Newton iteration matrix of an implicit
+        step's residual r on x = (q̈, λ_I) (λ on the independent rows, in their order; the
+        rows of r ordered likewise, as `jaxmbs.integrate.generalized_alpha`'s eq 7), S
+        factorised once for any number of right-hand sides. S is not symmetric. `pattern`
+        gives, on demand, the columns of each row of S's pattern on all constraint rows
+        (`jaxmbs.kinematics.structure.iteration_pattern`)."""
 
     def rank_test(self, rtol: float) -> Callable[[StoredJacobian], Array]:
         """C ↦ whether its independent rows have lost rank (module notes): by the QR of the
@@ -172,6 +189,14 @@ class DenseAlgebra(AbstractAlgebra):
 
         return solve
 
+    def newton_system(self, residual, x, pattern):
+        """S by one Jacobian-vector product per unknown, dense LU (LAPACK `getrf`):
+        O((n + r)³) per factorisation."""
+        r, linear = jax.linearize(residual, x)
+        S = jax.vmap(linear, out_axes=1)(jnp.eye(x.shape[0], dtype=x.dtype))
+        lu = jsl.lu_factor(S)
+        return r, lambda b: jsl.lu_solve(lu, b)
+
 
 @dataclasses.dataclass(frozen=True)
 class BandedAlgebra(AbstractAlgebra):
@@ -223,6 +248,13 @@ class BandedAlgebra(AbstractAlgebra):
         """`banded.range_space_solver`: implicit derivative, the factorisation never
         differentiated."""
         return banded.range_space_solver(self.plan(rows), M, C)
+
+    def newton_system(self, residual, x, pattern):
+        """`banded_lu.newton_system`: S from one product per colour of its `pattern`,
+        banded LU with partial pivoting in reverse Cuthill–McKee order: O(n) per
+        factorisation on chains."""
+        plan = banded_lu.lu_plan(self.sparsity.n, pattern(), self.independent_rows)
+        return banded_lu.newton_system(plan, residual, x)
 
     def rank_test(self, rtol):
         if len(self.independent_rows) <= MAX_BLOCK or self.dependent_rows:

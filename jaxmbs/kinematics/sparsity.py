@@ -59,6 +59,34 @@ def greedy_colouring(pattern: np.ndarray) -> np.ndarray:
 
 
 @dataclasses.dataclass(frozen=True)
+class Reference:
+    """The concrete state a pattern was detected near, kept (hashable) for the patterns
+    detected later, on demand (`jaxmbs.kinematics.structure.iteration_pattern`).
+
+    **Fields:** `t`, `q`, and the parameters as their tree structure `treedef` and, per leaf,
+    its shape and values.
+    """
+
+    t: float
+    q: tuple[float, ...]
+    treedef: jax.tree_util.PyTreeDef
+    leaves: tuple[tuple[tuple[int, ...], tuple[float, ...]], ...]
+
+    @classmethod
+    def of(cls, q, t: float, params) -> Reference:
+        leaves, treedef = jax.tree_util.tree_flatten(params)
+        arrays = [np.asarray(x, dtype=float) for x in leaves]
+        kept = tuple((x.shape, tuple(float(v) for v in x.reshape(-1))) for x in arrays)
+        return cls(float(t), tuple(float(v) for v in np.asarray(q).reshape(-1)), treedef, kept)
+
+    @property
+    def params(self):
+        """The parameters, as NumPy arrays."""
+        leaves = [np.asarray(values).reshape(shape) for shape, values in self.leaves]
+        return jax.tree_util.tree_unflatten(self.treedef, leaves)
+
+
+@dataclasses.dataclass(frozen=True)
 class Sparsity:
     """Structural non-zeros of the constraint Jacobian C and of the mass matrix M.
 
@@ -69,6 +97,8 @@ class Sparsity:
     - `mass`: for each row of M, the columns that can be non-zero (the diagonal always).
     - `colours`: a colour per column of C; columns of one colour never share a row.
     - `mass_colours`: the same for the columns of M.
+    - `reference`: the state the patterns were detected near (None: not kept); not compared:
+      patterns detected at two states are the same static data for jit.
     """
 
     n: int
@@ -76,6 +106,7 @@ class Sparsity:
     mass: tuple[tuple[int, ...], ...]
     colours: tuple[int, ...]
     mass_colours: tuple[int, ...]
+    reference: Reference | None = dataclasses.field(default=None, compare=False)
 
     @property
     def n_colours(self) -> int:

@@ -25,7 +25,7 @@ from .._internal.linalg import pivoted_rows
 from .._internal.types import Model
 from .algebra import AbstractAlgebra, BandedAlgebra, DenseAlgebra
 from .constraints import constraint_jacobian, position_residual, velocity_residual
-from .sparsity import SAMPLES, Sparsity, greedy_colouring, pattern_rows
+from .sparsity import SAMPLES, Reference, Sparsity, greedy_colouring, pattern_rows
 
 #: Relative tolerance below which a pivoted row is taken as dependent.
 RANK_RTOL = 1e-8
@@ -211,6 +211,23 @@ def _perturbed(leaf, rng: np.random.Generator):
     return x * (1.0 + 0.1 * noise) + 0.01 * rng.standard_normal(x.shape)
 
 
+def _sampled_states(reference: Reference, rng: np.random.Generator):
+    """`SAMPLES` random (t, q, params) near the reference state, every parameter leaf
+    perturbed (`_perturbed`)."""
+    q = np.asarray(reference.q)
+    leaves, treedef = jax.tree_util.tree_flatten(reference.params)
+    q_s = q + 0.1 * (1.0 + np.abs(q)) * rng.standard_normal((SAMPLES, q.size))
+    t_s = reference.t + rng.uniform(size=SAMPLES)
+    p_s = [np.stack([_perturbed(x, rng) for _ in range(SAMPLES)]) for x in leaves]
+    return t_s, q_s, jax.tree_util.tree_unflatten(treedef, p_s)
+
+
+def _nonzero(x: np.ndarray) -> np.ndarray:
+    """Entries non-zero, or not finite (conservative), at any sample (the leading axis)."""
+    x = np.asarray(x)
+    return np.any((x != 0) | ~np.isfinite(x), axis=0)
+
+
 def detect_sparsity(mechanism: Model, q, t: float = 0.0, params=None) -> Sparsity:
     """Sample the patterns of C and M at `SAMPLES` random states near the concrete `q`.
 
@@ -219,22 +236,16 @@ def detect_sparsity(mechanism: Model, q, t: float = 0.0, params=None) -> Sparsit
     Non-finite entries count as non-zero (conservative).
     """
     params = mechanism.params if params is None else params
-    rng = np.random.default_rng(20260)
-    q = np.asarray(q, dtype=float)
-    leaves, treedef = jax.tree_util.tree_flatten(params)
+    reference = Reference.of(q, t, params)
     n = mechanism.n
 
     def sample(t_, q_, p_):
         C = jax.jacfwd(lambda qd: velocity_residual(mechanism, q_, qd, t_, p_))(jnp.zeros_like(q_))
         return C, mechanism.mass_matrix(q_, p_)
 
-    q_s = q + 0.1 * (1.0 + np.abs(q)) * rng.standard_normal((SAMPLES, n))
-    t_s = float(t) + rng.uniform(size=SAMPLES)
-    p_s = [np.stack([_perturbed(x, rng) for _ in range(SAMPLES)]) for x in leaves]
-    p_s = jax.tree_util.tree_unflatten(treedef, p_s)
-    C, M = (np.asarray(a) for a in jax.jit(jax.vmap(sample))(t_s, q_s, p_s))
-    C_pattern = np.any((C != 0) | ~np.isfinite(C), axis=0)
-    M_pattern = np.any((M != 0) | ~np.isfinite(M), axis=0) | np.eye(n, dtype=bool)
+    states = _sampled_states(reference, np.random.default_rng(20260))
+    C_pattern, M_pattern = (_nonzero(a) for a in jax.jit(jax.vmap(sample))(*states))
+    M_pattern = M_pattern | np.eye(n, dtype=bool)
     M_pattern |= M_pattern.T
     return Sparsity(
         n=n,
@@ -242,7 +253,64 @@ def detect_sparsity(mechanism: Model, q, t: float = 0.0, params=None) -> Sparsit
         mass=pattern_rows(M_pattern),
         colours=tuple(int(c) for c in greedy_colouring(C_pattern)),
         mass_colours=tuple(int(c) for c in greedy_colouring(M_pattern)),
+        reference=reference,
     )
+
+
+#: Iteration patterns detected, per (sparsity, model functions).
+_ITERATION_PATTERNS: dict = {}
+
+
+def iteration_pattern(mechanism: Model) -> tuple[tuple[int, ...], ...]:
+    """The (n + m + h)-square pattern of an implicit step's Newton iteration matrix on all
+    constraint rows,
+
+        [ M + K + D    Cᵀ ]      K = ∂(M a + Cᵀλ − Q)/∂q,  D = −∂Q/∂q̇,
+        [ C + C_q      0  ],     C_q = ∂c/∂q, c = C q̇ + … the velocity residual,
+
+    the union over every step size (`jaxmbs.integrate.generalized_alpha`, eq 8): so the force
+    elements' coupling included. Detected once per structure and model, on demand (it
+    compiles the forces: structure analysis does not pay for it), near the state the
+    structure's sparsity was detected at, by finite steps of each coordinate and velocity
+    (first derivatives only: a Jacobian of the vjp Cᵀλ would compile a second-order
+    program); a row counts as moved where any bit of it changes. Runs eagerly under a trace.
+    Returns the columns of each row (`pattern_rows`). Like every sampled pattern it misses a
+    coupling that vanishes at all the samples (a one-sided contact force inactive near the
+    reference state): analyse such a model with `sparsity=False` (the dense S).
+    """
+    sparsity = mechanism.structure.sparsity
+    key = (sparsity, mechanism.mass_matrix, mechanism.forces, mechanism.constraints,
+           mechanism.velocity_constraints)  # fmt: skip
+    if key in _ITERATION_PATTERNS:
+        return _ITERATION_PATTERNS[key]
+    n, k = mechanism.n, len(sparsity.jacobian)
+    rng = np.random.default_rng(20261)
+    t_s, q_s, p_s = _sampled_states(sparsity.reference, rng)
+    p_ = jax.tree_util.tree_map(lambda x: x[0], p_s)  # one perturbed set, constant: compiles fast
+    v_s, a_s = rng.standard_normal((2, SAMPLES, n))
+    lam_s = rng.standard_normal((SAMPLES, k))
+
+    def sample(t_, q_, v, a, lam):
+        def linearised(y):  # [M a + Cᵀλ − Q; c] at (q, q̇) = y
+            q_, v_ = y[:n], y[n:]
+            c, transpose = jax.vjp(lambda qd: velocity_residual(mechanism, q_, qd, t_, p_), v_)
+            force = mechanism.mass_matrix(q_, p_) @ a + transpose(lam)[0]
+            return jnp.concatenate([force - mechanism.forces(t_, q_, v_, p_), c])
+
+        y = jnp.concatenate([q_, v])
+        steps = 0.1 * (1.0 + jnp.abs(y)) * jnp.eye(2 * n, dtype=y.dtype)
+        moved = jax.vmap(lambda dy: linearised(y + dy) != linearised(y))(steps)
+        return moved[:n].T | moved[n:].T
+
+    with jax.ensure_compile_time_eval():
+        moved = _nonzero(jax.jit(jax.vmap(sample))(t_s, q_s, v_s, a_s, lam_s))
+    C = sparsity.jacobian_pattern
+    pattern = pattern_rows(np.block([
+        [sparsity.mass_pattern | moved[:n], C.T],
+        [C | moved[n:], np.zeros((k, k), dtype=bool)],
+    ]))  # fmt: skip
+    _ITERATION_PATTERNS[key] = pattern
+    return pattern
 
 
 def resolve_structure(mechanism: Model, q=None, t=0.0) -> Structure:
