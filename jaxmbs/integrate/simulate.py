@@ -199,7 +199,7 @@ def simulate(
         stabilization=get_stabilization(stabilization),
         solver=stepper,
         controller=_controller(stepsize_controller, rtol, atol, t0, t1, space),
-        adjoint=_default_adjoint(event) if adjoint is None else adjoint,
+        adjoint=_adjoint(adjoint, event, (mechanism, q0, qd0, t0, t1, saveat)),
         progress_meter=diffrax.NoProgressMeter() if progress_meter is None else progress_meter,
         event=event,
         dt0=dt0,
@@ -210,23 +210,7 @@ def simulate(
     if throw and is_concrete(q0, qd0, t0, params):
         check = eqx.filter_jit(initial_checks)(mechanism, q0, qd0, t0, params, consistency_tol)
         raise_if_invalid(check, consistency_tol)
-    try:
-        solution = _solve(mechanism, space, q0, qd0, t0, t1, saveat, options)
-    except TypeError as error:
-        if "custom_vjp" not in str(error):
-            raise
-        # Forward mode (jax.jvp, jax.jacfwd) through a reverse-mode rule (the default
-        # discrete adjoint, or a checkpointed loop), a custom_vjp: differentiate the loop.
-        if adjoint is not None:
-            raise TypeError(
-                f"forward-mode differentiation (jax.jvp, jax.jacfwd) cannot pass through "
-                f"adjoint={type(adjoint).__name__}(); pass adjoint=diffrax.ForwardMode(), or "
-                f"leave adjoint unset and simulate chooses it"
-            ) from error
-        options = eqx.tree_at(
-            lambda o: o.adjoint, options, diffrax.ForwardMode(), is_leaf=lambda x: x is None
-        )
-        solution = _solve(mechanism, space, q0, qd0, t0, t1, saveat, options)
+    solution = _solve(mechanism, space, q0, qd0, t0, t1, saveat, options)
     return raise_on_failure(solution) if throw else solution
 
 
@@ -280,14 +264,63 @@ class _Options(eqx.Module):
     rank_rtol: float | None = eqx.field(static=True)
 
 
-def _default_adjoint(event: diffrax.Event | None) -> diffrax.AbstractAdjoint | DiscreteAdjoint:
-    """The discrete adjoint (`jaxmbs.integrate.adjoint`), except for an event located by a
-    root finder: its time depends on the parameters through the root, which diffrax
-    differentiates in its own adjoint, while the discrete adjoint takes the recorded steps'
-    times as given."""
-    if event is not None and event.root_finder is not None:
-        return diffrax.RecursiveCheckpointAdjoint()
-    return DiscreteAdjoint()
+def _adjoint(
+    adjoint: diffrax.AbstractAdjoint | DiscreteAdjoint | None,
+    event: diffrax.Event | None,
+    inputs: PyTree,
+) -> diffrax.AbstractAdjoint | DiscreteAdjoint:
+    """How the solve is differentiated: the given `adjoint`, or by what the caller does.
+
+    - Forward mode (`jax.jvp`, `jax.jacfwd`: the `inputs` carry tangents,
+      `_forward_tangents`) → `diffrax.ForwardMode()`, which integrates the tangents with
+      the solve; a given adjoint that cannot (a reverse-mode rule) is refused with a hint.
+    - Otherwise the discrete adjoint (`jaxmbs.integrate.adjoint`), except for an event
+      located by a root finder: its time depends on the parameters through the root, which
+      diffrax differentiates in its own adjoint, while the discrete adjoint takes the
+      recorded steps' times as given.
+    """
+    if not _forward_tangents(inputs):
+        if adjoint is not None:
+            return adjoint
+        if event is not None and event.root_finder is not None:
+            return diffrax.RecursiveCheckpointAdjoint()
+        return DiscreteAdjoint()
+    if adjoint is None or isinstance(adjoint, _FORWARD_CAPABLE):
+        return diffrax.ForwardMode() if adjoint is None else adjoint
+    raise TypeError(
+        f"forward-mode differentiation (jax.jvp, jax.jacfwd) cannot pass through "
+        f"adjoint={type(adjoint).__name__}(), a reverse-mode rule; pass "
+        f"adjoint=diffrax.ForwardMode(), or leave adjoint unset and simulate chooses it"
+    )
+
+
+#: The diffrax adjoints that forward-mode differentiation passes through.
+_FORWARD_CAPABLE = (diffrax.ForwardMode, diffrax.DirectAdjoint)
+
+
+@jax.custom_vjp
+def _reverse_rule(leaves: list[Array]) -> list[Array]:
+    """The identity with a reverse-mode rule: JAX refuses to push forward-mode tangents
+    through it (a `TypeError` at trace time), which is how `_forward_tangents` sees them.
+    Its result is unused: the compiled program holds nothing of it."""
+    return leaves
+
+
+_reverse_rule.defvjp(lambda leaves: (leaves, None), lambda _, cotangents: (cotangents,))
+
+
+def _forward_tangents(inputs: PyTree) -> bool:
+    """Whether the inexact arrays of `inputs` (the mechanism with its parameters, the
+    initial state, the times) carry forward-mode tangents: the caller differentiates
+    `simulate` by `jax.jvp`/`jax.jacfwd`. Decided once, before the solve is traced. (Under
+    `jax.grad`, `vmap` and `jit` the rule passes; forward over reverse, as in
+    `jax.hessian`, too: there the outer tangents go through the discrete adjoint's rules.)"""
+    leaves = [x for x in jax.tree_util.tree_leaves(inputs) if eqx.is_inexact_array(x)]
+    try:
+        _reverse_rule(leaves)
+    except TypeError:
+        return True
+    return False
 
 
 def _controller(controller, rtol, atol, t0, t1, space: AbstractStateSpace):
