@@ -208,7 +208,7 @@ class ClosingConditions(AbstractSwitchingStateSpace):
         q, qd, _ = _variant_criteria(mechanism, self.resolved, y, t, params)
         return q, qd
 
-    def outputs(self, mechanism, stabilization, y, t, params):
+    def outputs(self, mechanism, stabilization, y, t, params, *, interpolated=True):
         qI, vI, active_f, branches = y
         index = _index(jnp.where(jnp.isfinite(active_f), active_f, 0.0))
 

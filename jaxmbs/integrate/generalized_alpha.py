@@ -453,12 +453,12 @@ class IndexThreeCoordinates(AbstractStateSpace):
     def physical_state(self, mechanism, y, t, params) -> tuple[Coordinates, Velocities]:
         return _split(y, mechanism.structure.n)[:2]
 
-    def outputs(self, mechanism, stabilization, y, t, params):
+    def outputs(self, mechanism, stabilization, y, t, params, *, interpolated=True):
         """(q, q̇, q̈, λ) of the Newton solve; λ the minimum-norm multipliers of all rows."""
         structure = mechanism.structure
         q, qd, qdd, lam = _split(y, structure.n)
-        # Between steps the state is interpolated: the stabilisation projects it.
-        q, qd = stabilization.project(mechanism, q, qd, t, params)
+        if interpolated:
+            q, qd = stabilization.project(mechanism, q, qd, t, params)
         if structure.n_constraints == 0:
             return q, qd, qdd, jnp.zeros((0,), q.dtype)
         C = constraint_jacobian(mechanism, q, t, params)

@@ -262,9 +262,10 @@ class PartitionedCoordinates(AbstractSwitchingStateSpace):
         q, v, perm_f = y
         return q, _velocities(mechanism, q, v, t, _as_perm(perm_f), params)[0]
 
-    def outputs(self, mechanism, stabilization, y, t, params):
+    def outputs(self, mechanism, stabilization, y, t, params, *, interpolated=True):
         q, v, perm_f = y
-        q = stabilization.project_positions(mechanism, q, t, params)
+        if interpolated:
+            q = stabilization.project_positions(mechanism, q, t, params)
         perm = _as_perm(jnp.where(jnp.isfinite(perm_f), perm_f, -1.0))
         qd, _, qdd = compact_equations(mechanism, stabilization, t, q, v, perm, params)
         lam = multipliers_from_accelerations(mechanism, q, qd, qdd, t, params)

@@ -619,12 +619,17 @@ def _classify(out: diffrax.Solution, problem: tuple, ok: Array, n_internal: int)
     return result, jnp.where(ok, t_final, t0), final, event_index
 
 
-def _outputs(mechanism, space: AbstractStateSpace, stabilization, params, ts, ys) -> tuple:
+def _outputs(
+    mechanism, space: AbstractStateSpace, stabilization, params, ts, ys, interpolated: bool
+) -> tuple:
     """At the saved (t, y): q, q̇, q̈, λ, max |Φ|, max |c| and the energy (None without a
-    potential energy)."""
+    potential energy). `interpolated`: whether the states are the solver's dense output
+    between steps (projected again by the stabilisation) or steps' end states."""
 
     def outputs(t, y):
-        q, qd, qdd, lam = space.outputs(mechanism, stabilization, y, t, params)
+        q, qd, qdd, lam = space.outputs(
+            mechanism, stabilization, y, t, params, interpolated=interpolated
+        )
         phi = position_residual(mechanism, q, t, params)
         c = velocity_residual(mechanism, q, qd, t, params)
         energy = mechanism.energy(q, qd, params) if mechanism.potential_energy is not None else None
@@ -685,8 +690,13 @@ def _solve(
     failed = result != RESULTS.successful
     past = ~ok | ~(ts <= t_final) | (failed if saveat is None else jnp.zeros((), bool))
     held = _held_past(past, (ts, ys), (t_final, final))
+    # Without output times the one output is where the run ended: a step's end (already
+    # projected), unless an event's root finder located the end inside a step.
+    interpolated = saveat is not None or (
+        options.event is not None and options.event.root_finder is not None
+    )
     q, qd, qdd, lam, res_phi, res_c, energy = _outputs(
-        mechanism, space, options.stabilization, params, *held
+        mechanism, space, options.stabilization, params, *held, interpolated
     )
     # A vmap, not `_map_saved`: the screen's small factorisations vectorise (no LAPACK call
     # under vmap, `jaxmbs._internal.linalg`), and as a loop it cost a reverse gradient of

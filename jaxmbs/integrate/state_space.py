@@ -97,8 +97,12 @@ class AbstractStateSpace(eqx.Module):
         y: PyTree,
         t: Array,
         params: Params,
+        *,
+        interpolated: bool = True,
     ) -> tuple[Coordinates, Velocities, Array, Array]:
-        """(q, q̇, q̈, λ) at an output time, with λ the minimum-norm multipliers of all rows."""
+        """(q, q̇, q̈, λ) at an output time, with λ the minimum-norm multipliers of all rows.
+        An `interpolated` state (dense output between steps) is projected by the
+        stabilisation; a step's end state (`interpolated=False`) already is."""
 
     def singular_conditions(self, mechanism: Mechanism) -> tuple[Callable[..., Array], ...]:
         """Event conditions `(t, y, (params, valid), **kwargs)` under which the integrated
@@ -214,11 +218,11 @@ class AllCoordinates(AbstractStateSpace):
         structure = mechanism.structure
         return split_state(y, structure.n)
 
-    def outputs(self, mechanism, stabilization, y, t, params):
+    def outputs(self, mechanism, stabilization, y, t, params, *, interpolated=True):
         structure = mechanism.structure
         q, qd = split_state(y, structure.n)
-        # Dense output between steps is interpolated: the stabilisation projects it too.
-        q, qd = stabilization.project(mechanism, q, qd, t, params)
+        if interpolated:
+            q, qd = stabilization.project(mechanism, q, qd, t, params)
         qdd, lam = accelerations_and_multipliers(
             mechanism,
             q,
