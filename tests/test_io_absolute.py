@@ -1,8 +1,8 @@
 """`from_mjcf(coordinates="absolute")` beyond one joint per body (`jaxmbs.io.absolute`, issue
 41): several joints on one body (Universal, Cylindrical, three-hinge Spherical), weld and
-joint equalities, springs and dampers on slides — trajectories against the joint-coordinate
-import of the same file, constraints on MuJoCo's own kinematics, kinetic energy against
-MuJoCo's, and the refusals."""
+joint equalities, springs and dampers on slides, armature, actuators — trajectories and
+accelerations against the joint-coordinate import of the same file, constraints on MuJoCo's
+own kinematics, kinetic energy against MuJoCo's, and the refusals."""
 
 from pathlib import Path
 
@@ -124,34 +124,37 @@ def _assert_same_motion(joint, absolute, qpos, qvel, t1: float = 0.5) -> None:
     assert residual <= 1e-13
 
 
-def _frame_accelerations(imported, qpos, qvel) -> tuple[np.ndarray, ...]:
+def _frame_accelerations(
+    imported, qpos, qvel, t: float = 0.0, changes: dict | None = None
+) -> tuple[np.ndarray, ...]:
     """Every body's frame (x, R), its rate and its acceleration at MuJoCo's state (qpos,
-    qvel), with q̈ from the import's own equations of motion: ẋ = ∂x/∂q q̇ and
-    ẍ = ∂x/∂q q̈ + ∂²x/∂q²[q̇, q̇] (the same for R)."""
-    mechanism, frames = imported.mechanism, imported.geometry.frames
+    qvel) and time t, with q̈ from the import's own equations of motion (its parameters
+    with `changes`): ẋ = ∂x/∂q q̇ and ẍ = ∂x/∂q q̈ + ∂²x/∂q²[q̇, q̇] (the same for R)."""
     q, qd = imported.from_qpos(qpos, qvel)
-
-    @jax.jit
-    def kinematics(q, qd):
-        qdd = jaxmbs.accelerations(mechanism, q, qd, 0.0, mechanism.params)
-
-        def rate(q):
-            return jax.jvp(frames, (q,), (qd,))[1]
-
-        (pose, velocity), (_, curvature) = jax.jvp(
-            lambda q: (frames(q), rate(q)), (q,), (qd,)
-        )  # fmt: skip
-        along = jax.jvp(frames, (q,), (qdd,))[1]
-        return pose, velocity, jax.tree.map(jnp.add, curvature, along)
-
-    return tuple(np.asarray(a) for part in kinematics(q, qd) for a in part)
+    # as arrays: a number would be static, and a changed one would compile anew
+    params = jax.tree.map(jnp.asarray, {**imported.mechanism.params, **(changes or {})})
+    parts = _kinematics(imported.mechanism, imported.geometry.frames, q, qd, t, params)
+    return tuple(np.asarray(a) for part in parts for a in part)
 
 
-def _assert_same_accelerations(joint, absolute, qpos, qvel) -> float:
-    """Both imports at MuJoCo's state (qpos, qvel): every body's frame (x and R), its rate
-    and its acceleration the same to 1e-10 of their scale; returns the largest difference
-    of the accelerations over their scale."""
-    j, a = _frame_accelerations(joint, qpos, qvel), _frame_accelerations(absolute, qpos, qvel)
+@eqx.filter_jit
+def _kinematics(mechanism, frames, q, qd, t, params):
+    """`_frame_accelerations`, compiled once per model (other parameters reuse it)."""
+    qdd = jaxmbs.accelerations(mechanism, q, qd, t, params)
+
+    def rate(q):
+        return jax.jvp(frames, (q,), (qd,))[1]
+
+    (pose, velocity), (_, curvature) = jax.jvp(lambda q: (frames(q), rate(q)), (q,), (qd,))
+    along = jax.jvp(frames, (q,), (qdd,))[1]
+    return pose, velocity, jax.tree.map(jnp.add, curvature, along)
+
+
+def _assert_same_accelerations(joint, absolute, qpos, qvel, t: float = 0.0) -> float:
+    """Both imports at MuJoCo's state (qpos, qvel) and time t: every body's frame (x and R),
+    its rate and its acceleration the same to 1e-10 of their scale; returns the largest
+    difference of the accelerations over their scale."""
+    j, a = (_frame_accelerations(imported, qpos, qvel, t) for imported in (joint, absolute))
     for kind, (vj, va) in zip(("x", "R", "ẋ", "Ṙ", "ẍ", "R̈"), zip(j, a, strict=True), strict=True):
         scale = max(float(np.max(np.abs(vj))), 1.0)
         assert np.max(np.abs(va - vj)) <= 1e-10 * scale, (kind, np.max(np.abs(va - vj)))
@@ -296,18 +299,82 @@ def test_armature_is_the_kinetic_energy_of_the_joint_rate():
     _assert_same_accelerations(joint, absolute, qpos, qvel)
 
 
+#: A cart on an inclined rail, a pole on it (a hinge with a reference angle), a wrist at the
+#: pole's tip (a universal joint): a geared, clamped motor on the slide, a position servo
+#: (kp, kv, a force range) on the hinge and a motor of negative gear on the universal's
+#: second hinge (whose angle is read with a sign, `jaxmbs.io.absolute`).
+ACTUATED = """
+<mujoco>
+  <option gravity="0.5 -1 -9.81"/>
+  <worldbody>
+    <body name="cart">
+      <joint name="slider" type="slide" axis="1 0 0.1" damping="0.1"/>
+      <geom type="box" size="0.2 0.1 0.05" mass="1"/>
+      <body name="pole" euler="0 10 0">
+        <joint name="hinge" axis="0 1 0" pos="0 0 0.02" ref="5"/>
+        <geom type="capsule" fromto="0 0 0 0.001 0 0.6" size="0.03" mass="0.3"/>
+        <body name="wrist" pos="0 0 0.6">
+          <joint name="u1" axis="1 0 0"/>
+          <joint name="u2" axis="0 1 0"/>
+          <geom type="capsule" fromto="0 0 0 0.2 0 0.05" size="0.02"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor name="push" joint="slider" gear="2" ctrlrange="-0.2 0.2" ctrllimited="true"/>
+    <position name="servo" joint="hinge" kp="5" kv="0.5" forcerange="-1 1"
+              forcelimited="true"/>
+    <motor name="twist" joint="u2" gear="-1.5"/>
+  </actuator>
+</mujoco>
+"""
+
+
+def test_actuators_drive_the_bodies_as_in_joint_coordinates():
+    """Actuators in absolute coordinates: each one's generalized force pulled back from its
+    joint's coordinate. At a moving state at t = 0.3, with a Profile (push, past its
+    control range), a constant (servo) and a time ramp (twist) as controls, every body's
+    frame, its rate and its acceleration are those of the joint coordinates (accelerations:
+    measured 5.6e-14 of their scale 95). With a motor's gain negated in the absolute model
+    alone (as a reversed gear would), the bodies' accelerations ẍ move by 0.11 (the slide's
+    motor) and 0.84 (the universal's hinge's) of their largest: the check sees a sign
+    error."""
+    controls = {
+        "push": jaxmbs.Profile(np.linspace(0.0, 1.0, 5), np.array([0.1, 0.3, 0.1, -0.1, 0.0])),
+        "servo": lambda t, q, qd, p: 0.4 + 0.0 * t,
+        "twist": lambda t, q, qd, p: 0.2 + t,
+    }
+    joint, absolute = (
+        jaxmbs.io.from_mjcf(ACTUATED, controls=controls, coordinates=c)
+        for c in ("joints", "absolute")
+    )
+    assert absolute.report.left_out_names("actuator") == ()  # all three modelled
+    # slider, hinge (its qpos 0.3 against the servo's target 0.4: no force clamp), u1, u2
+    qpos, qvel = np.array([0.1, 0.3, -0.4, 0.6]), np.array([0.5, -0.2, 1.1, -0.7])
+    assert _assert_same_accelerations(joint, absolute, qpos, qvel, t=0.3) <= 1e-13
+    reference = _frame_accelerations(joint, qpos, qvel, 0.3)
+    scale = float(np.max(np.abs(reference[4])))
+    for motor, least in (("push", 0.05), ("twist", 0.5)):
+        negated = {f"{motor}.gain": -absolute.mechanism.params[f"{motor}.gain"]}
+        reversed_ = _frame_accelerations(absolute, qpos, qvel, 0.3, negated)
+        change = float(np.max(np.abs(reversed_[4] - reference[4]))) / scale
+        print(f"{motor}'s gain negated: accelerations move by {change:.2g} of their scale")
+        assert change >= least
+
+
 def _keyframe(path: Path) -> tuple[np.ndarray, np.ndarray]:
     model = mujoco.MjModel.from_xml_path(str(path))
     return model.key_qpos[0], model.key_qvel[0]
 
 
-def _one_body(joints: str, *, equality: str = "") -> str:
+def _one_body(joints: str, *, equality: str = "", actuator: str = "") -> str:
     return f"""
     <mujoco><worldbody><body name="arm" pos="0 0 1">{joints}
       <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/></body>
       <body name="other" pos="0 1 1"><joint name="o" axis="0 1 0"/>
       <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/></body>
-    </worldbody><equality>{equality}</equality></mujoco>"""
+    </worldbody><equality>{equality}</equality><actuator>{actuator}</actuator></mujoco>"""
 
 
 GIMBAL = '<joint name="g1" axis="1 0 0"/><joint name="g2" axis="0 1 0"/>'
@@ -340,6 +407,10 @@ GIMBAL += '<joint name="g3" axis="0 0 1"/>'
         (
             _one_body(GIMBAL, equality='<joint joint1="o" joint2="g3"/>'),
             "joint 'g3' is one of three hinges composed into a Spherical",
+        ),
+        (
+            _one_body(GIMBAL, actuator='<motor name="m" joint="g2"/>'),
+            "the actuator on joint 'g2', one of three hinges composed into a Spherical",
         ),
         (
             _one_body(GIMBAL.replace('name="g3"', 'name="g3" armature="0.1"')),

@@ -39,9 +39,16 @@ constraint manifold, so the motion is the same: it goes to the builder as
 `added_kinetic_energy` (`_armature_energy`; for the joints whose armature is not zero in the
 file, so a zero `"<joint>.armature"` stays zero).
 
+An actuator on a hinge or slide (`jaxmbs.io.tree.Actuator`) applies its generalized force
+Q_θ = g f along its joint's coordinate; in absolute coordinates that is the body
+force/torque pair Q = (∂θ/∂q)ᵀ Q_θ (the virtual work Q_θ δθ, one vjp of θ(q)), with f
+evaluated at qpos = θ + q_ref and θ̇ (one jvp) as MuJoCo's `actuator_length` and
+`actuator_velocity` are (`_actuation`). Its control u(t, q, q̇, p) receives the absolute
+coordinates.
+
 Refused with a `ValueError` naming them: other combinations of joints on one body, the
 armature, damping and springs of balls, free joints and the three hinges of a Spherical
-(which have no single angle), joint equalities on those hinges, and actuators.
+(which have no single angle), joint equalities and actuators on those hinges.
 """
 
 from __future__ import annotations
@@ -270,9 +277,10 @@ def _body_joints(
 
 
 def absolute_mechanism(
-    tree: Tree, params: dict, q_ref: Array, label: str
+    tree: Tree, params: dict, q_ref: Array, label: str, control: Callable
 ) -> tuple[Mechanism, tuple[int, ...]]:
-    """The mechanism in absolute coordinates and, per body of it, the MuJoCo body index."""
+    """The mechanism in absolute coordinates and, per body of it, the MuJoCo body index;
+    `control(t, q, qd, p)`, of the absolute coordinates, gives the actuators' inputs u."""
     moving = sorted({j.body for j in tree.joints})
     for b in range(1, len(tree.body_names)):
         if b not in moving and _moving_ancestor(tree, b, moving):
@@ -325,11 +333,11 @@ def absolute_mechanism(
         f1 = at.vector(c.body1, at.frame_R[c.body1] @ c.frame1 @ c.relative)
         f2 = at.vector(c.body2, at.frame_R[c.body2] @ c.frame2)
         joints.append(spatial.Fixed(c.name, b1, p1, b2, p2, f1, f2))
-    if tree.actuators:
-        _refuse(label, f"the actuators {[a.name for a in tree.actuators]}")
     reference = jnp.asarray(absolute_state(tree, moving, q_ref))
     mech = spatial.spatial_mechanism(
         bodies, joints, params, gravity="gravity", elements=elements,
+        applied_forces=_actuation(tree, layout, coordinates, control, label)
+        if tree.actuators else None,
         added_kinetic_energy=_armature_energy(layout, rotors) if rotors else None,
     )  # fmt: skip
     # the builder's reference_q would evaluate M op by op (seconds); one compiled call instead
@@ -337,6 +345,41 @@ def absolute_mechanism(
     if not np.all(np.linalg.eigvalsh((M + M.T) / 2) > 0):
         raise ValueError(f"{label}: the mass matrix at qpos0 is not positive definite")
     return mech.replace_structure(analyze_structure(mech, reference)), tuple(moving)
+
+
+def _actuation(
+    tree: Tree,
+    layout: spatial.Layout,
+    coordinates: dict[str, _Coordinate],
+    control: Callable,
+    label: str,
+) -> Callable[[Array, Array, Array, dict], Array]:
+    """The actuators' generalized force Q(t, q, q̇, p) = (∂θ/∂q)ᵀ Q_θ (module docstring):
+    θ(q) places each actuated joint's coordinate, read off the absolute ones, at its `qpos`
+    address (θ + q_ref, the rest zero), Q_θ = `Tree.actuator_forces` there (one vjp of θ
+    pulls it back, one jvp gives θ̇). Refused where an actuated joint has no coordinate."""
+    joints = list(
+        {tree.joints[a.joint].name: tree.joints[a.joint] for a in tree.actuators}.values()
+    )
+    if missing := [j.name for j in joints if j.name not in coordinates]:
+        _refuse(
+            label,
+            f"the actuator on joint {missing[0]!r}, one of three hinges composed into a "
+            "Spherical, whose angles are no single relative angle",
+        )
+    address = np.array([j.qadr for j in joints])
+    ref = np.array([float(j.ref[0]) for j in joints])
+
+    def positions(q: Array) -> Array:
+        theta = jnp.stack([coordinates[j.name].value(layout, q) for j in joints])
+        return jnp.zeros(tree.nq, q.dtype).at[address].set(theta + ref)
+
+    def applied_forces(t: Array, q: Array, qd: Array, p: dict) -> Array:
+        qpos, pullback = jax.vjp(positions, q)
+        qpos_rate = jax.jvp(positions, (q,), (qd,))[1]
+        return pullback(tree.actuator_forces(control(t, q, qd, p), qpos, qpos_rate, p))[0]
+
+    return applied_forces
 
 
 def _armature_energy(

@@ -197,13 +197,14 @@ def from_mjcf(
       get u = 0), or one callable `(t, q, qd, p) -> (n_actuators,)` in the file's order.
       Default: all u = 0 (a `position` servo then holds its target 0). Actuators on a hinge
       or slide joint without activation dynamics are modelled (`jaxmbs.io.tree.Actuator`);
-      others are left out.
+      others are left out. A callable receives the mechanism's coordinates (with
+      `coordinates="absolute"`, the bodies' absolute ones).
     - `coordinates`: `"joints"` (default): MuJoCo's `qpos`, the loop closures as
       constraints; or `"absolute"`: an Euler-parameter body per moving body with the joints
       and the `connect`, `weld` and `joint` closures as constraints (`jaxmbs.io.absolute`;
       a slice of the elements: one joint per body or two orthogonal hinges, a hinge and a
-      slide along one axis, three hinges at one anchor; hinge and slide springs and
-      dampers; no armature or actuators — others are refused naming them).
+      slide along one axis, three hinges at one anchor; hinge and slide springs, dampers,
+      armature and actuators — others are refused naming them).
 
     **Returns:** an [`ImportedModel`][jaxmbs.io.ImportedModel]: the mechanism in joint
     coordinates (MuJoCo's `qpos`, quaternions with their normalisation rows), the loop
@@ -434,16 +435,16 @@ def _import(
     qpos, qvel = _initial_state(mujoco, model, label, keyframe)
     q0 = jnp.asarray(qpos)
     qd0 = tree.rates(q0, jnp.asarray(qvel))
+    control = _control_function(label, tree, controls)
     if coordinates == ABSOLUTE:
         q_ref = jnp.asarray(np.concatenate([j.ref for j in joints])) if joints else q0
-        mech, moving = absolute_mechanism(tree, params, q_ref, label)
+        mech, moving = absolute_mechanism(tree, params, q_ref, label, control)
         q_abs, qd_abs = absolute_state(tree, moving, q0, qd0)
         geometry = Geometry(body_names, geoms, body_frames(tree, moving, q_ref))
         return ImportedModel(
             mech.with_drawings(geometry), jnp.asarray(q_abs), jnp.asarray(qd_abs), report, tree,
             ABSOLUTE, moving, geometry,
         )  # fmt: skip
-    control = _control_function(label, tree, controls)
     geometry = Geometry(body_names, geoms, tree.frames)
     mech = _mechanism(tree, params, q0, control, geometry)
     return ImportedModel(mech, q0, qd0, report, tree, geometry=geometry)
