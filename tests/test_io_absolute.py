@@ -280,6 +280,63 @@ def test_weld_and_joint_equalities_move_as_the_joint_coordinates():
     _assert_same_accelerations(joint, absolute, qpos, qvel)
 
 
+#: Slides on one body: three orthogonal slides (a block: springs, a damper, armature), on it a
+#: hinge then two slides turning with it (a tray: a planar joint), a spring, armature and a
+#: motor on one of them.
+SLIDING = """
+<mujoco>
+  <option gravity="0.5 -1 -9.81"/>
+  <worldbody>
+    <body name="block" pos="0 0 1" euler="10 20 30">
+      <joint name="bx" type="slide" axis="1 0 0" damping="0.2" stiffness="3" springref="0.05"/>
+      <joint name="by" type="slide" axis="0 1 0"/>
+      <joint name="bz" type="slide" axis="0 0 1" armature="0.02"/>
+      <geom type="box" size="0.1 0.08 0.06" pos="0.01 0 0"/>
+      <body name="tray" pos="0.2 0 0" euler="0 30 15">
+        <joint name="tr" axis="0 0 1" pos="0.05 0 0" damping="0.05" stiffness="1"
+               springref="10"/>
+        <joint name="tx" type="slide" axis="1 0 0" stiffness="2" springref="-0.02"
+               armature="0.03"/>
+        <joint name="ty" type="slide" axis="0 1 0" damping="0.3"/>
+        <geom type="box" size="0.1 0.1 0.02" pos="0.03 0.02 0"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator><motor name="reach" joint="tx" gear="3"/></actuator>
+</mujoco>
+"""
+
+
+def test_slides_and_a_hinge_on_one_body_move_as_the_joint_coordinates():
+    """Three orthogonal slides keep the rotation (a Fixed's 3 rotation rows); a hinge then
+    two slides across it (turning with the body) is planar (a Revolute's 2 parallel rows and
+    the offset along the hinge's axis). At a random moving state with the motor on a
+    turning slide driven, on MuJoCo's kinematics the constraints hold to round-off and the
+    kinetic energy (armature included) is MuJoCo's; every body's frame, its rate and its
+    acceleration are those of the joint coordinates (accelerations: measured 3.4e-15 of
+    their scale 14; with the motor reversed in absolute coordinates, 0.16)."""
+    controls = {"reach": lambda t, q, qd, p: 0.7}
+    joint, absolute = (
+        jaxmbs.io.from_mjcf(SLIDING, controls=controls, coordinates=c)
+        for c in ("joints", "absolute")
+    )
+    groups = dict(absolute.mechanism.constraint_groups)
+    assert [len(groups[g]) for g in ("bx+by+bz", "tr+tx+ty")] == [3, 3]
+    assert absolute.mechanism.structure.dof == 6
+    rng = np.random.default_rng(3)
+    qpos = np.asarray(joint.q0) + 0.3 * rng.standard_normal(joint.tree.nq)
+    qvel = rng.standard_normal(joint.tree.nv)
+    _assert_on_mujocos_kinematics(SLIDING, absolute, qpos, qvel)
+    assert _assert_same_accelerations(joint, absolute, qpos, qvel) <= 1e-13
+    # the turning slide's offset is read negated (the block's point from the tray's): a sign
+    # error there would reverse its motor, which moves the accelerations by O(1)
+    reference = _frame_accelerations(absolute, qpos, qvel)[4]
+    reversed_ = _frame_accelerations(absolute, qpos, qvel, 0.0, {"reach.gain": -1.0})[4]
+    change = float(np.max(np.abs(reversed_ - reference) / np.max(np.abs(reference))))
+    print(f"the motor reversed: accelerations move by {change:.2g} of their scale")
+    assert change >= 0.1
+
+
 def test_armature_is_the_kinetic_energy_of_the_joint_rate():
     """cartpole.xml: the cart's slide has armature (and a damper), the pole's hinge a spring
     and a damper. At the keyframe the kinetic energy is MuJoCo's to round-off (0; the
@@ -393,8 +450,22 @@ GIMBAL += '<joint name="g3" axis="0 0 1"/>'
             r"body 'arm''s joints \['h1 \(hinge\)', 'h2 \(hinge\)'\]",
         ),
         (
-            _one_body('<joint name="h" axis="1 0 0"/><joint name="s" type="slide" axis="0 1 0"/>'),
+            _one_body('<joint name="h" axis="1 0 0"/><joint name="s" type="slide" axis="1 1 0"/>'),
             r"body 'arm''s joints \['h \(hinge\)', 's \(slide\)'\]",
+        ),
+        (
+            _one_body(
+                '<joint name="s" type="slide" axis="1 0 0"/><joint name="h" axis="0 1 0"/>'
+                '<joint name="t" type="slide" axis="0 0 1"/>'
+            ),
+            r"body 'arm''s joints \['s \(slide\)', 'h \(hinge\)', 't \(slide\)'\]",
+        ),
+        (
+            _one_body(
+                '<joint name="s" type="slide" axis="1 0 0"/>'
+                '<joint name="t" type="slide" axis="1 1 0"/>'
+            ),
+            r"body 'arm''s joints \['s \(slide\)', 't \(slide\)'\]",
         ),
         (
             _one_body('<joint name="s" type="slide" axis="1 0 0"/><joint name="b" type="ball"/>'),

@@ -17,14 +17,21 @@ frames (`jaxmbs.io.tree`), become one joint between its parent and it (`_body_jo
   hinge's anchor slides along the common axis;
 - three hinges with a common anchor and independent axes: a `Spherical` (3 rows): their
   angles are a chart of the relative rotation (one that is singular where the axes line
-  up; the Spherical is not).
+  up; the Spherical is not);
+- slides with mutually orthogonal axes and at most one hinge normal to them, before or
+  after them all (`_SlidingJoint`): the rotation rows of a `Fixed` without a hinge (3
+  rows), the parallel rows of a `Revolute` with one (2), and nᵀ(P_j − P_i) = 0 for each
+  n of the orthogonal complement of the slides' axes (in the parent's frame, the body's
+  where the slides follow the hinge): three slides 3 rows, a planar slide–slide–hinge 3,
+  a hinge and a slide across it 4.
 
 The intermediate frames are massless, so the motion is the same; any other combination is
 refused. Each hinge's and slide's coordinate θ = q − q_ref is read off the absolute
 coordinates (`_Coordinate`): a hinge's as the relative angle of the two bodies about its
 axis (`spatial.relative_angle`, between vectors normal to it; a universal's second angle as
 the parent's turn about the body's axis, negated), a slide's as the offset of its anchor
-along its axis. A hinge's damper and spring become a `RotationalSpringDamper`, a slide's an
+along its axis (after a hinge, along the body's axis: the parent's point from the body's,
+negated). A hinge's damper and spring become a `RotationalSpringDamper`, a slide's an
 `AxialSpringDamper`, along that coordinate (free at springref − ref). A `connect` becomes a
 `Spherical`, a `weld` a `Fixed` (6 rows: the anchor points and vee(½(E − Eᵀ)) with MuJoCo's
 E = (R₂F₂)ᵀ R₁F₁ R_rel, the frames F carried into the principal ones), a `joint` equality
@@ -117,8 +124,8 @@ _TOLERANCE = 1e-9
 class _Coordinate:
     """A hinge's angle or a slide's offset from its reference, q − q_ref, read off the
     absolute coordinates. Hinge: `sign` times the rotation of body_j relative to body_i about
-    axis_i, from reference_j against reference_i (`spatial.relative_angle`). Slide: the
-    offset axis_i · (P_j − P_i) of point_j from point_i along axis_i (body i's)."""
+    axis_i, from reference_j against reference_i (`spatial.relative_angle`). Slide: `sign`
+    times the offset axis_i · (P_j − P_i) of point_j from point_i along axis_i (body i's)."""
 
     joint: TreeJoint
     body_i: int | None
@@ -140,7 +147,7 @@ class _Coordinate:
             return self.sign * angle
         at = layout.frames(q)
         offset = at.point(self.body_j, self.point_j) - at.point(self.body_i, self.point_i)
-        return spatial.dot(at.vector(self.body_i, self.axis_i), offset)
+        return self.sign * spatial.dot(at.vector(self.body_i, self.axis_i), offset)
 
     def element(self, spring: bool) -> forces.ForceElement:
         """The joint's spring (stiffness 0 without one) and damper as a force element along
@@ -160,7 +167,7 @@ class _Coordinate:
             )  # fmt: skip
         return forces.AxialSpringDamper(
             j.name, **common, point_i=self.point_i, axis_i=self.axis_i, point_j=self.point_j,
-            free_offset=lambda p: p[key] - ref,
+            free_offset=lambda p: sign * (p[key] - ref),
         )  # fmt: skip
 
 
@@ -186,6 +193,35 @@ class _JointEquality:
         return jnp.atleast_1d(theta - sum(c * d**k for k, c in enumerate(self.coefficients)))
 
 
+@dataclasses.dataclass(frozen=True)
+class _SlidingJoint:
+    """A body's slides with mutually orthogonal axes, at most one hinge normal to them before
+    or after them all (MuJoCo composes them through massless frames): the rows that leave
+    the slides' offsets and the hinge's angle free. `turning`'s rotation rows (it is a
+    `Fixed` without a hinge, a `Revolute` with one; their common point's rows are dropped),
+    and the anchor's offset along each direction no slide moves in (`normals`: the
+    orthogonal complement of the slides' axes, in the frame they turn with). One callable
+    (t, q, p) of the spatial builder."""
+
+    name: str
+    layout: spatial.Layout
+    turning: spatial.Fixed | spatial.Revolute
+    normals: tuple[_Coordinate, ...]
+    holonomic: ClassVar[bool] = True
+
+    @property
+    def rows(self) -> int:
+        """The turning joint's rotation rows (3 or 2) and one per normal."""
+        return self.turning.rows - 3 + len(self.normals)
+
+    def __call__(self, t: Array, q: Array, p: dict) -> Array:
+        turning = self.turning.residual(self.layout.frames(q), p)[3:]
+        if not self.normals:
+            return turning
+        offsets = jnp.stack([c.value(self.layout, q) for c in self.normals])
+        return jnp.concatenate([turning, offsets])
+
+
 def _check_joint_terms(
     j: TreeJoint, spring: bool, params: dict, label: str, *, coordinate: bool
 ) -> None:
@@ -199,7 +235,12 @@ def _check_joint_terms(
 
 
 def _body_joints(
-    js: list[TreeJoint], parent: int, at: _BodyFrames, label: str, body_name: str
+    js: list[TreeJoint],
+    parent: int,
+    at: _BodyFrames,
+    layout: spatial.Layout,
+    label: str,
+    body_name: str,
 ) -> tuple[list, list[_Coordinate]]:
     """A body's joints (MuJoCo composes them in order through massless frames) as spatial
     joints between its parent and it, and the coordinates of its hinges and slides:
@@ -211,7 +252,11 @@ def _body_joints(
       about it, negated);
     - a hinge and a slide along one axis, either order: a `Cylindrical`;
     - three hinges with a common anchor and independent axes: a `Spherical` (their angles
-      are a chart of the relative rotation, not single relative angles: no coordinates).
+      are a chart of the relative rotation, not single relative angles: no coordinates);
+    - slides with mutually orthogonal axes and at most one hinge normal to them, before or
+      after them all (three slides, a planar slide–slide–hinge, a hinge and a slide across
+      it): a `_SlidingJoint`; after a hinge the slides turn with the body, so their offsets
+      are read along the body's axes (negated: the parent's point from the body's).
 
     Anything else is refused naming the body and its joints."""
     b, first = js[0].body, js[0]
@@ -267,12 +312,45 @@ def _body_joints(
         and abs(np.linalg.det(np.stack(axes))) > _TOLERANCE
     ):
         return [spatial.Spherical(name, body_i, point_i, body_j, point_j)], []
+    slides = [(j, a) for j, a in zip(js, axes, strict=True) if j.kind == SLIDE]
+    hinges = [(j, a) for j, a in zip(js, axes, strict=True) if j.kind == HINGE]
+    slide_axes = np.stack([a for _, a in slides]) if slides else np.zeros((0, 3))
+    if (
+        slides
+        and len(slides) + len(hinges) == len(js)
+        and len(hinges) <= 1
+        and kinds[1:-1].count(HINGE) == 0
+        and np.all(np.abs(slide_axes @ slide_axes.T - np.eye(len(slides))) <= _TOLERANCE)
+        and all(np.all(np.abs(slide_axes @ a) <= _TOLERANCE) for _, a in hinges)
+    ):
+        turned = kinds[0] == HINGE  # the slides come after the hinge: they turn with the body
+
+        def along(j: TreeJoint, axis: np.ndarray) -> _Coordinate:
+            if not turned:
+                return offset(j, axis)
+            return _Coordinate(j, body_j, body_i, on(b, axis), point_i=point_j, point_j=point_i,
+                               sign=-1.0)  # fmt: skip
+
+        coordinates = [along(j, a) for j, a in slides]
+        normals = np.linalg.svd(slide_axes)[2][len(slides) :]  # the slides' complement
+        if hinges:
+            h, axis = hinges[0]
+            turning = spatial.Revolute(
+                name, body_i, point_i, on(parent, axis), body_j, point_j, on(b, axis)
+            )
+            coordinates.append(angle(h, axis, _perpendicular(axis)))
+        else:
+            frame_i, frame_j = on(parent, np.eye(3)), on(b, np.eye(3))  # equal at qpos0
+            turning = spatial.Fixed(name, body_i, point_i, body_j, point_j, frame_i, frame_j)
+        rows = tuple(along(slides[0][0], n) for n in normals)
+        return [_SlidingJoint(name, layout, turning, rows)], coordinates
     _refuse(
         label,
         f"body {body_name!r}'s joints {[f'{j.name} ({j.kind})' for j in js]}: several joints "
         "on one body are mapped as two orthogonal hinges with a common anchor (Universal), a "
-        "hinge and a slide along one axis (Cylindrical) or three hinges with a common anchor "
-        "and independent axes (Spherical)",
+        "hinge and a slide along one axis (Cylindrical), three hinges with a common anchor "
+        "and independent axes (Spherical) or slides with orthogonal axes and at most one "
+        "hinge normal to them, before or after them all",
     )
 
 
@@ -302,10 +380,11 @@ def absolute_mechanism(
     by_body: dict[int, list[TreeJoint]] = {}
     for j in tree.joints:
         by_body.setdefault(j.body, []).append(j)
+    layout = spatial.Layout.from_bodies(bodies)
     joints: list = []
     coordinates: dict[str, _Coordinate] = {}
     for b, js in by_body.items():
-        mapped, coords = _body_joints(js, tree.parent[b], at, label, tree.body_names[b])
+        mapped, coords = _body_joints(js, tree.parent[b], at, layout, label, tree.body_names[b])
         joints += mapped
         coordinates.update((c.joint.name, c) for c in coords)
     elements = []
@@ -313,7 +392,6 @@ def absolute_mechanism(
         _check_joint_terms(j, spring, params, label, coordinate=j.name in coordinates)
         if j.name in coordinates:
             elements.append(coordinates[j.name].element(spring))
-    layout = spatial.Layout.from_bodies(bodies)
     rotors = [
         (param_key(j.name, "armature"), coordinates[j.name])
         for j in tree.joints

@@ -203,8 +203,9 @@ def from_mjcf(
       constraints; or `"absolute"`: an Euler-parameter body per moving body with the joints
       and the `connect`, `weld` and `joint` closures as constraints (`jaxmbs.io.absolute`;
       a slice of the elements: one joint per body or two orthogonal hinges, a hinge and a
-      slide along one axis, three hinges at one anchor; hinge and slide springs, dampers,
-      armature and actuators — others are refused naming them).
+      slide along one axis, three hinges at one anchor, orthogonal slides with at most one
+      hinge normal to them; hinge and slide springs, dampers, armature and actuators —
+      others are refused naming them).
 
     **Returns:** an [`ImportedModel`][jaxmbs.io.ImportedModel]: the mechanism in joint
     coordinates (MuJoCo's `qpos`, quaternions with their normalisation rows), the loop
