@@ -40,11 +40,13 @@ lie in (−π, π]: a hinge's spring and a joint equality hold while its angle s
 of its reference (a joint equality then meets a jump: the simulation stops).
 
 MuJoCo adds a joint's armature a to its coordinate's diagonal of the mass matrix: the
-kinetic energy ½ a θ̇² of the joint's rate, no body's inertia. With θ̇ the rate of the
-coordinate read off the absolute ones (one jvp), it is the same kinetic energy on the
-constraint manifold, so the motion is the same: it goes to the builder as
-`added_kinetic_energy` (`_armature_energy`; for the joints whose armature is not zero in the
-file, so a zero `"<joint>.armature"` stays zero).
+kinetic energy ½ a ⊙ v² of the joint's `qvel` v, no body's inertia. With v read off the
+absolute coordinates — a hinge's or slide's θ̇ by one jvp of θ, a ball's ω relative to its
+parent in the body's frame and a free joint's origin velocity and ω (`_QuaternionRates`) —
+it is the same kinetic energy on the constraint manifold, so the motion is the same: it goes
+to the builder as `added_kinetic_energy` (`_quadratic_form`; for the joints whose armature
+is not zero in the file, so a zero `"<joint>.armature"` stays zero). A ball's or free
+joint's damping −c ⊙ v is the generalized force −∂D/∂q̇ of D = ½ Σ c ⊙ v² (`_damping`).
 
 An actuator on a hinge or slide (`jaxmbs.io.tree.Actuator`) applies its generalized force
 Q_θ = g f along its joint's coordinate; in absolute coordinates that is the body
@@ -54,8 +56,8 @@ evaluated at qpos = θ + q_ref and θ̇ (one jvp) as MuJoCo's `actuator_length` 
 coordinates.
 
 Refused with a `ValueError` naming them: other combinations of joints on one body, the
-armature, damping and springs of balls, free joints and the three hinges of a Spherical
-(which have no single angle), joint equalities and actuators on those hinges.
+springs of balls and free joints, the armature, damping and springs of the three hinges of
+a Spherical (which have no single angle), joint equalities and actuators on those hinges.
 """
 
 from __future__ import annotations
@@ -149,6 +151,10 @@ class _Coordinate:
         offset = at.point(self.body_j, self.point_j) - at.point(self.body_i, self.point_i)
         return self.sign * spatial.dot(at.vector(self.body_i, self.axis_i), offset)
 
+    def rate(self, layout: spatial.Layout, q: Array, qd: Array) -> Array:
+        """θ̇ (MuJoCo's `qvel` of the joint), by one jvp of `value`, shape (1,)."""
+        return jnp.atleast_1d(jax.jvp(lambda q_: self.value(layout, q_), (q,), (qd,))[1])
+
     def element(self, spring: bool) -> forces.ForceElement:
         """The joint's spring (stiffness 0 without one) and damper as a force element along
         this coordinate, relaxed where q = springref (MuJoCo's `qpos_spring`)."""
@@ -222,15 +228,46 @@ class _SlidingJoint:
         return jnp.concatenate([turning, offsets])
 
 
+@dataclasses.dataclass(frozen=True)
+class _QuaternionRates:
+    """A ball's or free joint's `qvel` (`jaxmbs.io.tree`) read off the absolute coordinates:
+    ω = R_jᵀ (ω_j − ω_i), body_j's angular velocity relative to body_i in body_j's frame
+    R_j = A_j Fᵀ (F = `axes_j`: its principal axes in that frame, MuJoCo's `iquat`), with the
+    world ω = A ω' of the bodies (`Layout.velocities`); a free joint's (body_i the ground)
+    preceded by the velocity of body_j's frame origin o (`origin_j`, principal frame),
+    ṙ_j + ω_j × A_j o. Linear in q̇."""
+
+    joint: TreeJoint
+    body_i: int | None
+    body_j: int
+    axes_j: np.ndarray
+    origin_j: np.ndarray
+
+    def rate(self, layout: spatial.Layout, q: Array, qd: Array) -> Array:
+        """MuJoCo's `qvel` of the joint, shape (3,) (ball) or (6,) (free)."""
+        velocity, omega = layout.velocities(q, qd)
+        A_j = layout.rotations(q)[self.body_j]
+        relative = (
+            omega[self.body_j] if self.body_i is None else omega[self.body_j] - omega[self.body_i]
+        )
+        turning = self.axes_j @ (A_j.T @ relative)
+        if self.joint.kind == BALL:
+            return turning
+        origin = velocity[self.body_j] + jnp.cross(omega[self.body_j], A_j @ self.origin_j)
+        return jnp.concatenate([origin, turning])
+
+
 def _check_joint_terms(
-    j: TreeJoint, spring: bool, params: dict, label: str, *, coordinate: bool
+    j: TreeJoint, spring: bool, params: dict, label: str, *, rates: bool
 ) -> None:
-    """Refuse the armature, damping or spring of a joint without a `coordinate` to act
-    along (balls, free joints, the hinges of a three-hinge Spherical)."""
+    """Refuse the spring of a ball or free joint, and the armature, damping or spring of a
+    joint without `rates` to act along (the hinges of a three-hinge Spherical)."""
     arm = np.atleast_1d(np.asarray(params[param_key(j.name, "armature")]))
     damping = np.atleast_1d(np.asarray(params[param_key(j.name, "damping")]))
     stiff = float(params[param_key(j.name, "stiffness")]) if spring else 0.0
-    if not coordinate and (np.any(arm != 0) or np.any(damping != 0) or stiff != 0):
+    if j.kind in (BALL, FREE) and stiff != 0:
+        _refuse(label, f"the spring of {j.kind} joint {j.name!r}")
+    if not rates and (np.any(arm != 0) or np.any(damping != 0) or stiff != 0):
         _refuse(label, f"the armature, damping or spring of {j.kind} joint {j.name!r}")
 
 
@@ -387,16 +424,31 @@ def absolute_mechanism(
         mapped, coords = _body_joints(js, tree.parent[b], at, layout, label, tree.body_names[b])
         joints += mapped
         coordinates.update((c.joint.name, c) for c in coords)
+    rates: dict[str, _Coordinate | _QuaternionRates] = dict(coordinates)
+    for j in tree.joints:
+        if j.kind in (BALL, FREE):
+            parent, origin = at.index.get(tree.parent[j.body]), at.point(j.body, frame_x[j.body])
+            rates[j.name] = _QuaternionRates(
+                j, parent, at.index[j.body], tree.body_irot[j.body], origin[1]
+            )
     elements = []
     for j, spring in zip(tree.joints, tree.springs, strict=True):
-        _check_joint_terms(j, spring, params, label, coordinate=j.name in coordinates)
+        _check_joint_terms(j, spring, params, label, rates=j.name in rates)
         if j.name in coordinates:
             elements.append(coordinates[j.name].element(spring))
-    rotors = [
-        (param_key(j.name, "armature"), coordinates[j.name])
-        for j in tree.joints
-        if j.name in coordinates and params[param_key(j.name, "armature")] != 0
-    ]
+
+    def terms(field: str, kinds: tuple[str, ...]) -> list:
+        """(parameter key, rates) of the joints of `kinds` whose `field` is not zero."""
+        return [
+            (param_key(j.name, field), rates[j.name])
+            for j in tree.joints
+            if j.name in rates
+            and j.kind in kinds
+            and np.any(np.asarray(params[param_key(j.name, field)]) != 0)
+        ]
+
+    rotors = terms("armature", (HINGE, SLIDE, BALL, FREE))
+    dampers = terms("damping", (BALL, FREE))  # the hinges' and slides': their elements
     for c in tree.closures:
         if c.kind == "joint":
             joints.append(_joint_equality(tree, c, coordinates, layout, label))
@@ -412,11 +464,13 @@ def absolute_mechanism(
         f2 = at.vector(c.body2, at.frame_R[c.body2] @ c.frame2)
         joints.append(spatial.Fixed(c.name, b1, p1, b2, p2, f1, f2))
     reference = jnp.asarray(absolute_state(tree, moving, q_ref))
+    loads = [_damping(layout, dampers)] if dampers else []
+    if tree.actuators:
+        loads.append(_actuation(tree, layout, coordinates, control, label))
     mech = spatial.spatial_mechanism(
         bodies, joints, params, gravity="gravity", elements=elements,
-        applied_forces=_actuation(tree, layout, coordinates, control, label)
-        if tree.actuators else None,
-        added_kinetic_energy=_armature_energy(layout, rotors) if rotors else None,
+        applied_forces=_summed(loads) if loads else None,
+        added_kinetic_energy=_quadratic_form(layout, rotors) if rotors else None,
     )  # fmt: skip
     # the builder's reference_q would evaluate M op by op (seconds); one compiled call instead
     M = np.asarray(eqx.filter_jit(lambda m, q: m.mass_matrix(q, m.params))(mech, reference))
@@ -460,21 +514,42 @@ def _actuation(
     return applied_forces
 
 
-def _armature_energy(
-    layout: spatial.Layout, rotors: list[tuple[str, _Coordinate]]
+def _quadratic_form(
+    layout: spatial.Layout, terms: list[tuple[str, _Coordinate | _QuaternionRates]]
 ) -> Callable[[Array, Array, dict], Array]:
-    """T_a(q, q̇, p) = ½ Σₖ aₖ θ̇ₖ² of the joints' armatures (module docstring): `rotors`
-    pairs each armature's parameter key with its joint's coordinate θₖ; θ̇ by one jvp."""
+    """½ Σₖ wₖ ⊙ vₖ² over `terms`, each a parameter key (the weights w, one per degree of
+    freedom) and a joint's rates v (MuJoCo's `qvel` of the joint, read off the absolute
+    coordinates): with the armatures, the kinetic energy T_a of the module docstring; with
+    the dampers, Rayleigh's dissipation function (`_damping`)."""
 
-    def energy(q: Array, qd: Array, p: dict) -> Array:
-        def angles(q_: Array) -> Array:
-            return jnp.stack([c.value(layout, q_) for _, c in rotors])
+    def form(q: Array, qd: Array, p: dict) -> Array:
+        return 0.5 * sum(
+            jnp.sum(jnp.asarray(p[key]) * rates.rate(layout, q, qd) ** 2) for key, rates in terms
+        )
 
-        rates = jax.jvp(angles, (q,), (qd,))[1]
-        armature = jnp.stack([jnp.asarray(p[key]) for key, _ in rotors])
-        return 0.5 * jnp.sum(armature * rates**2)
+    return form
 
-    return energy
+
+def _damping(
+    layout: spatial.Layout, dampers: list[tuple[str, _QuaternionRates]]
+) -> Callable[[Array, Array, Array, dict], Array]:
+    """MuJoCo's damping −c ⊙ v on a ball's or free joint's `qvel` v as the generalized force
+    Q = −(∂v/∂q̇)ᵀ (c ⊙ v) = −∂D/∂q̇, D = ½ Σ c ⊙ v² (`_quadratic_form`; v is linear in q̇)."""
+    dissipation = jax.grad(_quadratic_form(layout, dampers), argnums=1)
+
+    def applied_forces(t: Array, q: Array, qd: Array, p: dict) -> Array:
+        return -dissipation(q, qd, p)
+
+    return applied_forces
+
+
+def _summed(loads: list[Callable]) -> Callable[[Array, Array, Array, dict], Array]:
+    """The sum of generalized forces (t, q, q̇, p) -> Q."""
+
+    def applied_forces(t: Array, q: Array, qd: Array, p: dict) -> Array:
+        return sum(load(t, q, qd, p) for load in loads)
+
+    return applied_forces
 
 
 def _joint_equality(

@@ -204,8 +204,8 @@ def from_mjcf(
       and the `connect`, `weld` and `joint` closures as constraints (`jaxmbs.io.absolute`;
       a slice of the elements: one joint per body or two orthogonal hinges, a hinge and a
       slide along one axis, three hinges at one anchor, orthogonal slides with at most one
-      hinge normal to them; hinge and slide springs, dampers, armature and actuators —
-      others are refused naming them).
+      hinge normal to them; hinge and slide springs, dampers, armature and actuators; ball
+      and free joints' dampers and armature — others are refused naming them).
 
     **Returns:** an [`ImportedModel`][jaxmbs.io.ImportedModel]: the mechanism in joint
     coordinates (MuJoCo's `qpos`, quaternions with their normalisation rows), the loop
