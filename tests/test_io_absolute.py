@@ -165,6 +165,22 @@ def _assert_same_accelerations(joint, absolute, qpos, qvel, t: float = 0.0) -> f
     return gap / scale
 
 
+def _acceleration_change(imported, qpos, qvel, changes: dict, t: float = 0.0) -> float:
+    """How far the bodies' accelerations ẍ move, over their largest, when the import's
+    parameters take `changes` (`_frame_accelerations`)."""
+    reference = _frame_accelerations(imported, qpos, qvel, t)[4]
+    changed = _frame_accelerations(imported, qpos, qvel, t, changes)[4]
+    return float(np.max(np.abs(changed - reference)) / np.max(np.abs(reference)))
+
+
+def _random_state(imported, seed: int, spread: float, speed: float = 1.0):
+    """MuJoCo's qpos0 moved by `spread` normal deviates (quaternions normalised) and a qvel of
+    `speed` normal deviates."""
+    rng = np.random.default_rng(seed)
+    qpos = np.asarray(imported.q0) + spread * rng.standard_normal(imported.tree.nq)
+    return np.asarray(imported.to_qpos(qpos)), speed * rng.standard_normal(imported.tree.nv)
+
+
 def _mujoco_state(xml: str, qpos, qvel):
     """MuJoCo's model and data at (qpos, qvel) after `mj_forward`, kinetic energy enabled."""
     model = mujoco.MjModel.from_xml_string(xml)
@@ -323,16 +339,12 @@ def test_slides_and_a_hinge_on_one_body_move_as_the_joint_coordinates():
     groups = dict(absolute.mechanism.constraint_groups)
     assert [len(groups[g]) for g in ("bx+by+bz", "tr+tx+ty")] == [3, 3]
     assert absolute.mechanism.structure.dof == 6
-    rng = np.random.default_rng(3)
-    qpos = np.asarray(joint.q0) + 0.3 * rng.standard_normal(joint.tree.nq)
-    qvel = rng.standard_normal(joint.tree.nv)
+    qpos, qvel = _random_state(joint, 3, 0.3)
     _assert_on_mujocos_kinematics(SLIDING, absolute, qpos, qvel)
     assert _assert_same_accelerations(joint, absolute, qpos, qvel) <= 1e-13
     # the turning slide's offset is read negated (the block's point from the tray's): a sign
     # error there would reverse its motor, which moves the accelerations by O(1)
-    reference = _frame_accelerations(absolute, qpos, qvel)[4]
-    reversed_ = _frame_accelerations(absolute, qpos, qvel, 0.0, {"reach.gain": -1.0})[4]
-    change = float(np.max(np.abs(reversed_ - reference) / np.max(np.abs(reference))))
+    change = _acceleration_change(absolute, qpos, qvel, {"reach.gain": -1.0})
     print(f"the motor reversed: accelerations move by {change:.2g} of their scale")
     assert change >= 0.1
 
@@ -364,9 +376,7 @@ def test_planar_and_crossed_slides_hold_on_mujocos_kinematics():
     groups = dict(absolute.mechanism.constraint_groups)
     assert [len(groups[g]) for g in ("px+pz+pr", "ar+as")] == [3, 4]
     assert absolute.mechanism.structure.dof == 5
-    rng = np.random.default_rng(5)
-    qpos = np.asarray(joint.q0) + 0.4 * rng.standard_normal(joint.tree.nq)
-    qvel = rng.standard_normal(joint.tree.nv)
+    qpos, qvel = _random_state(joint, 5, 0.4)
     _assert_on_mujocos_kinematics(xml, absolute, qpos, qvel)
     energies = []
     for imported in (joint, absolute):
@@ -409,18 +419,12 @@ def test_ball_and_free_joint_dampers_and_armature_as_in_joint_coordinates():
     (accelerations: measured 6.3e-16 of their scale 73; with the two dampers doubled in
     absolute coordinates, 0.092)."""
     joint, absolute = _pair(ROTORS)
-    rng = np.random.default_rng(8)
-    qpos = np.asarray(
-        joint.to_qpos(np.asarray(joint.q0) + 0.3 * rng.standard_normal(joint.tree.nq))
-    )
-    qvel = 2.0 * rng.standard_normal(joint.tree.nv)
+    qpos, qvel = _random_state(joint, 8, 0.3, speed=2.0)
     _assert_on_mujocos_kinematics(ROTORS, absolute, qpos, qvel)
     assert _assert_same_accelerations(joint, absolute, qpos, qvel) <= 1e-13
-    reference = _frame_accelerations(absolute, qpos, qvel)[4]
     params = absolute.mechanism.params
     doubled = {k: 2 * params[k] for k in ("elbow.damping", "float.damping")}
-    changed = _frame_accelerations(absolute, qpos, qvel, 0.0, doubled)[4]
-    change = float(np.max(np.abs(changed - reference)) / np.max(np.abs(reference)))
+    change = _acceleration_change(absolute, qpos, qvel, doubled)
     print(f"the ball's and free joint's dampers doubled: accelerations move by {change:.2g}")
     assert change >= 0.01
 
@@ -498,12 +502,9 @@ def test_actuators_drive_the_bodies_as_in_joint_coordinates():
     # slider, hinge (its qpos 0.3 against the servo's target 0.4: no force clamp), u1, u2
     qpos, qvel = np.array([0.1, 0.3, -0.4, 0.6]), np.array([0.5, -0.2, 1.1, -0.7])
     assert _assert_same_accelerations(joint, absolute, qpos, qvel, t=0.3) <= 1e-13
-    reference = _frame_accelerations(joint, qpos, qvel, 0.3)
-    scale = float(np.max(np.abs(reference[4])))
     for motor, least in (("push", 0.05), ("twist", 0.5)):
         negated = {f"{motor}.gain": -absolute.mechanism.params[f"{motor}.gain"]}
-        reversed_ = _frame_accelerations(absolute, qpos, qvel, 0.3, negated)
-        change = float(np.max(np.abs(reversed_[4] - reference[4]))) / scale
+        change = _acceleration_change(absolute, qpos, qvel, negated, t=0.3)
         print(f"{motor}'s gain negated: accelerations move by {change:.2g} of their scale")
         assert change >= least
 
