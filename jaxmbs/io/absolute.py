@@ -393,9 +393,11 @@ def _body_joints(
 
 def absolute_mechanism(
     tree: Tree, params: dict, q_ref: Array, label: str, control: Callable
-) -> tuple[Mechanism, tuple[int, ...]]:
-    """The mechanism in absolute coordinates and, per body of it, the MuJoCo body index;
-    `control(t, q, qd, p)`, of the absolute coordinates, gives the actuators' inputs u."""
+) -> tuple[Mechanism, tuple[int, ...], Callable[[Array], Array] | None]:
+    """The mechanism in absolute coordinates, per body of it the MuJoCo body index, and the
+    map q ↦ `qpos` (`joint_positions`; `None` where a three-hinge Spherical's hinges have no
+    single angles); `control(t, q, qd, p)`, of the absolute coordinates, gives the
+    actuators' inputs u."""
     moving = sorted({j.body for j in tree.joints})
     for b in range(1, len(tree.body_names)):
         if b not in moving and _moving_ancestor(tree, b, moving):
@@ -476,7 +478,67 @@ def absolute_mechanism(
     M = np.asarray(eqx.filter_jit(lambda m, q: m.mass_matrix(q, m.params))(mech, reference))
     if not np.all(np.linalg.eigvalsh((M + M.T) / 2) > 0):
         raise ValueError(f"{label}: the mass matrix at qpos0 is not positive definite")
-    return mech.replace_structure(analyze_structure(mech, reference)), tuple(moving)
+    positions = None
+    if all(j.name in rates for j in tree.joints):
+        positions = joint_positions(tree, moving, q_ref, layout, coordinates)
+    return mech.replace_structure(analyze_structure(mech, reference)), tuple(moving), positions
+
+
+def _quaternion_product(a: Array, b: Array) -> Array:
+    """Hamilton's product a ⊗ b (w first): A(a ⊗ b) = A(a) A(b)."""
+    w = a[0] * b[0] - a[1:] @ b[1:]
+    return jnp.concatenate([w[None], a[0] * b[1:] + b[0] * a[1:] + jnp.cross(a[1:], b[1:])])
+
+
+def _conjugate(e: Array) -> Array:
+    """e* = (e₀, −e₁, −e₂, −e₃), the inverse rotation's quaternion."""
+    return e * np.array([1.0, -1.0, -1.0, -1.0])
+
+
+def joint_positions(
+    tree: Tree,
+    moving: Sequence[int],
+    q_ref: Array,
+    layout: spatial.Layout,
+    coordinates: dict[str, _Coordinate],
+) -> Callable[[Array], Array]:
+    """The map q ↦ MuJoCo's `qpos` from absolute coordinates (one state): a hinge's or
+    slide's θ + q_ref (`_Coordinate`; a hinge's angle in (q_ref − π, q_ref + π]); a body's
+    frame R = A·A(iquat)ᵀ has the quaternion c = e ⊗ iquat* (e its Euler parameters), so a
+    ball's is (c_p ⊗ quat)* ⊗ c, c_p its parent's (MuJoCo's `mj_kinematics`: R = R_p·A(quat)
+    ·A(e_ball)), and a free joint's position and quaternion are the body frame's x
+    (`body_frames`) and c. Every hinge and slide must have a coordinate."""
+    index = {b: k for k, b in enumerate(moving)}
+    R_ref = np.asarray(jax.jit(tree.frames)(q_ref)[1])
+    frames = body_frames(tree, moving, q_ref)
+    inertial = [_conjugate(euler_parameters(tree.body_irot[b])) for b in range(len(R_ref))]
+
+    def frame_quaternion(q: Array, b: int) -> Array:
+        if b not in index:  # the ground or a body fixed to it
+            return jnp.asarray(euler_parameters(R_ref[b]))
+        e = layout.euler_parameters(q)[index[b]]
+        return _quaternion_product(e, jnp.asarray(inertial[b]))
+
+    def positions(q: Array) -> Array:
+        qpos = jnp.zeros(tree.nq, q.dtype)
+        for j in tree.joints:
+            if j.kind in (HINGE, SLIDE):
+                value = coordinates[j.name].value(layout, q) + j.ref[0]
+                qpos = qpos.at[j.qadr].set(value)
+                continue
+            c = frame_quaternion(q, j.body)
+            if j.kind == FREE:
+                qpos = qpos.at[j.qadr : j.qadr + 3].set(frames(q)[0][j.body])
+                qpos = qpos.at[j.qadr + 3 : j.qadr + 7].set(c)
+                continue
+            before = _quaternion_product(
+                frame_quaternion(q, tree.parent[j.body]),
+                jnp.asarray(euler_parameters(tree.body_rot[j.body])),
+            )
+            qpos = qpos.at[j.qadr : j.qadr + 4].set(_quaternion_product(_conjugate(before), c))
+        return qpos
+
+    return jax.jit(positions)  # one compiled call, not op by op under `jnp.vectorize`
 
 
 def _actuation(
