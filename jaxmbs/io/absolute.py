@@ -55,6 +55,11 @@ evaluated at qpos = θ + q_ref and θ̇ (one jvp) as MuJoCo's `actuator_length` 
 `actuator_velocity` are (`_actuation`). Its control u(t, q, q̇, p) receives the absolute
 coordinates.
 
+Back to MuJoCo's `qpos` (`joint_positions`, `ImportedModel.to_qpos`): each hinge's and
+slide's θ + q_ref, each ball's and free joint's quaternion composed from the bodies' Euler
+parameters; a hinge's angle comes in (q_ref − π, q_ref + π] and `to_qpos` unwraps it along
+a trajectory.
+
 Refused with a `ValueError` naming them: other combinations of joints on one body, the
 springs of balls and free joints, the armature, damping and springs of the three hinges of
 a Spherical (which have no single angle), joint equalities and actuators on those hinges.
