@@ -1,8 +1,8 @@
 """`from_mjcf(coordinates="absolute")` beyond one joint per body (`jaxmbs.io.absolute`, issue
 41): several joints on one body (Universal, Cylindrical, three-hinge Spherical), weld and
-joint equalities, springs and dampers on slides — trajectories against the joint-coordinate
-import of the same file, constraints on MuJoCo's own kinematics, kinetic energy against
-MuJoCo's, and the refusals."""
+joint equalities, springs and dampers on slides, armature, actuators — trajectories and
+accelerations against the joint-coordinate import of the same file, constraints on MuJoCo's
+own kinematics, kinetic energy against MuJoCo's, and the refusals."""
 
 from pathlib import Path
 
@@ -124,34 +124,37 @@ def _assert_same_motion(joint, absolute, qpos, qvel, t1: float = 0.5) -> None:
     assert residual <= 1e-13
 
 
-def _frame_accelerations(imported, qpos, qvel) -> tuple[np.ndarray, ...]:
+def _frame_accelerations(
+    imported, qpos, qvel, t: float = 0.0, changes: dict | None = None
+) -> tuple[np.ndarray, ...]:
     """Every body's frame (x, R), its rate and its acceleration at MuJoCo's state (qpos,
-    qvel), with q̈ from the import's own equations of motion: ẋ = ∂x/∂q q̇ and
-    ẍ = ∂x/∂q q̈ + ∂²x/∂q²[q̇, q̇] (the same for R)."""
-    mechanism, frames = imported.mechanism, imported.geometry.frames
+    qvel) and time t, with q̈ from the import's own equations of motion (its parameters
+    with `changes`): ẋ = ∂x/∂q q̇ and ẍ = ∂x/∂q q̈ + ∂²x/∂q²[q̇, q̇] (the same for R)."""
     q, qd = imported.from_qpos(qpos, qvel)
-
-    @jax.jit
-    def kinematics(q, qd):
-        qdd = jaxmbs.accelerations(mechanism, q, qd, 0.0, mechanism.params)
-
-        def rate(q):
-            return jax.jvp(frames, (q,), (qd,))[1]
-
-        (pose, velocity), (_, curvature) = jax.jvp(
-            lambda q: (frames(q), rate(q)), (q,), (qd,)
-        )  # fmt: skip
-        along = jax.jvp(frames, (q,), (qdd,))[1]
-        return pose, velocity, jax.tree.map(jnp.add, curvature, along)
-
-    return tuple(np.asarray(a) for part in kinematics(q, qd) for a in part)
+    # as arrays: a number would be static, and a changed one would compile anew
+    params = jax.tree.map(jnp.asarray, {**imported.mechanism.params, **(changes or {})})
+    parts = _kinematics(imported.mechanism, imported.geometry.frames, q, qd, t, params)
+    return tuple(np.asarray(a) for part in parts for a in part)
 
 
-def _assert_same_accelerations(joint, absolute, qpos, qvel) -> float:
-    """Both imports at MuJoCo's state (qpos, qvel): every body's frame (x and R), its rate
-    and its acceleration the same to 1e-10 of their scale; returns the largest difference
-    of the accelerations over their scale."""
-    j, a = _frame_accelerations(joint, qpos, qvel), _frame_accelerations(absolute, qpos, qvel)
+@eqx.filter_jit
+def _kinematics(mechanism, frames, q, qd, t, params):
+    """`_frame_accelerations`, compiled once per model (other parameters reuse it)."""
+    qdd = jaxmbs.accelerations(mechanism, q, qd, t, params)
+
+    def rate(q):
+        return jax.jvp(frames, (q,), (qd,))[1]
+
+    (pose, velocity), (_, curvature) = jax.jvp(lambda q: (frames(q), rate(q)), (q,), (qd,))
+    along = jax.jvp(frames, (q,), (qdd,))[1]
+    return pose, velocity, jax.tree.map(jnp.add, curvature, along)
+
+
+def _assert_same_accelerations(joint, absolute, qpos, qvel, t: float = 0.0) -> float:
+    """Both imports at MuJoCo's state (qpos, qvel) and time t: every body's frame (x and R),
+    its rate and its acceleration the same to 1e-10 of their scale; returns the largest
+    difference of the accelerations over their scale."""
+    j, a = (_frame_accelerations(imported, qpos, qvel, t) for imported in (joint, absolute))
     for kind, (vj, va) in zip(("x", "R", "ẋ", "Ṙ", "ẍ", "R̈"), zip(j, a, strict=True), strict=True):
         scale = max(float(np.max(np.abs(vj))), 1.0)
         assert np.max(np.abs(va - vj)) <= 1e-10 * scale, (kind, np.max(np.abs(va - vj)))
@@ -160,6 +163,22 @@ def _assert_same_accelerations(joint, absolute, qpos, qvel) -> float:
     print(f"accelerations {gap / scale:.2g} of their scale {scale:.2g}")
     assert scale > 0.1  # the state really accelerates: the check has something to compare
     return gap / scale
+
+
+def _acceleration_change(imported, qpos, qvel, changes: dict, t: float = 0.0) -> float:
+    """How far the bodies' accelerations ẍ move, over their largest, when the import's
+    parameters take `changes` (`_frame_accelerations`)."""
+    reference = _frame_accelerations(imported, qpos, qvel, t)[4]
+    changed = _frame_accelerations(imported, qpos, qvel, t, changes)[4]
+    return float(np.max(np.abs(changed - reference)) / np.max(np.abs(reference)))
+
+
+def _random_state(imported, seed: int, spread: float, speed: float = 1.0):
+    """MuJoCo's qpos0 moved by `spread` normal deviates (quaternions normalised) and a qvel of
+    `speed` normal deviates."""
+    rng = np.random.default_rng(seed)
+    qpos = np.asarray(imported.q0) + spread * rng.standard_normal(imported.tree.nq)
+    return np.asarray(imported.to_qpos(qpos)), speed * rng.standard_normal(imported.tree.nv)
 
 
 def _mujoco_state(xml: str, qpos, qvel):
@@ -220,6 +239,8 @@ def test_several_joints_on_a_body_are_one_joint(composed):
         "slide": "AxialSpringDamper",
     }
     assert absolute.mechanism.structure.dof == 10  # 2 + 2 + 3 + 2 + 1
+    with pytest.raises(ValueError, match="to_qpos: the three hinges composed into a Spherical"):
+        absolute.to_qpos(absolute.q0)
 
 
 def test_composed_joints_and_slide_springs_move_as_the_joint_coordinates(composed):
@@ -277,6 +298,149 @@ def test_weld_and_joint_equalities_move_as_the_joint_coordinates():
     _assert_same_accelerations(joint, absolute, qpos, qvel)
 
 
+#: Slides on one body: three orthogonal slides (a block: springs, a damper, armature), on it a
+#: hinge then two slides turning with it (a tray: a planar joint), a spring, armature and a
+#: motor on one of them.
+SLIDING = """
+<mujoco>
+  <option gravity="0.5 -1 -9.81"/>
+  <worldbody>
+    <body name="block" pos="0 0 1" euler="10 20 30">
+      <joint name="bx" type="slide" axis="1 0 0" damping="0.2" stiffness="3" springref="0.05"/>
+      <joint name="by" type="slide" axis="0 1 0"/>
+      <joint name="bz" type="slide" axis="0 0 1" armature="0.02"/>
+      <geom type="box" size="0.1 0.08 0.06" pos="0.01 0 0"/>
+      <body name="tray" pos="0.2 0 0" euler="0 30 15">
+        <joint name="tr" axis="0 0 1" pos="0.05 0 0" damping="0.05" stiffness="1"
+               springref="10"/>
+        <joint name="tx" type="slide" axis="1 0 0" stiffness="2" springref="-0.02"
+               armature="0.03"/>
+        <joint name="ty" type="slide" axis="0 1 0" damping="0.3"/>
+        <geom type="box" size="0.1 0.1 0.02" pos="0.03 0.02 0"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator><motor name="reach" joint="tx" gear="3"/></actuator>
+</mujoco>
+"""
+
+
+def test_slides_and_a_hinge_on_one_body_move_as_the_joint_coordinates():
+    """Three orthogonal slides keep the rotation (a Fixed's 3 rotation rows); a hinge then
+    two slides across it (turning with the body) is planar (a Revolute's 2 parallel rows and
+    the offset along the hinge's axis). At a random moving state with the motor on a
+    turning slide driven, on MuJoCo's kinematics the constraints hold to round-off and the
+    kinetic energy (armature included) is MuJoCo's; every body's frame, its rate and its
+    acceleration are those of the joint coordinates (accelerations: measured 3.4e-15 of
+    their scale 14; with the motor reversed in absolute coordinates, 0.16)."""
+    controls = {"reach": lambda t, q, qd, p: 0.7}
+    joint, absolute = (
+        jaxmbs.io.from_mjcf(SLIDING, controls=controls, coordinates=c)
+        for c in ("joints", "absolute")
+    )
+    groups = dict(absolute.mechanism.constraint_groups)
+    assert [len(groups[g]) for g in ("bx+by+bz", "tr+tx+ty")] == [3, 3]
+    assert absolute.mechanism.structure.dof == 6
+    qpos, qvel = _random_state(joint, 3, 0.3)
+    _assert_on_mujocos_kinematics(SLIDING, absolute, qpos, qvel)
+    assert _assert_same_accelerations(joint, absolute, qpos, qvel) <= 1e-13
+    # the turning slide's offset is read negated (the block's point from the tray's): a sign
+    # error there would reverse its motor, which moves the accelerations by O(1)
+    change = _acceleration_change(absolute, qpos, qvel, {"reach.gain": -1.0})
+    print(f"the motor reversed: accelerations move by {change:.2g} of their scale")
+    assert change >= 0.1
+
+
+def test_planar_and_crossed_slides_hold_on_mujocos_kinematics():
+    """Two slides then a hinge normal to them (a puck, slides fixed in the parent) and on it
+    a hinge then a slide across it (4 rows): on MuJoCo's kinematics at a random state the
+    constraints hold to round-off and the kinetic energy is MuJoCo's, and the potential
+    energy, springs with their references on every coordinate included, is the joint
+    coordinates' (measured 8.9e-16 of 6.2 J; with the turning slide's offset not negated,
+    0.11 J): each coordinate is read with its sign."""
+    xml = """
+    <mujoco><worldbody>
+      <body name="puck" pos="0 0 1" euler="10 20 30">
+        <joint name="px" type="slide" axis="1 0 0" stiffness="2" springref="0.1"/>
+        <joint name="pz" type="slide" axis="0 0 1" stiffness="3" springref="-0.05"/>
+        <joint name="pr" axis="0 1 0" pos="0.02 0 0.01" stiffness="1" springref="10"
+               armature="0.01"/>
+        <geom type="capsule" fromto="0 0 0 0.2 0 0.03" size="0.03"/>
+        <body name="arm" pos="0.2 0 0.03" euler="0 0 15">
+          <joint name="ar" axis="0 0 1" pos="0.01 0.02 0" stiffness="0.5" springref="-20"/>
+          <joint name="as" type="slide" axis="1 0 0" stiffness="4" springref="0.03"
+                 armature="0.03"/>
+          <geom type="capsule" fromto="0 0 0 0.15 0.02 0" size="0.02"/>
+        </body>
+      </body>
+    </worldbody></mujoco>"""
+    joint, absolute = _pair(xml)
+    groups = dict(absolute.mechanism.constraint_groups)
+    assert [len(groups[g]) for g in ("px+pz+pr", "ar+as")] == [3, 4]
+    assert absolute.mechanism.structure.dof == 5
+    qpos, qvel = _random_state(joint, 5, 0.4)
+    _assert_on_mujocos_kinematics(xml, absolute, qpos, qvel)
+    energies = []
+    for imported in (joint, absolute):
+        q, _ = imported.from_qpos(qpos, qvel)
+        mech = imported.mechanism
+        energies.append(float(jax.jit(mech.potential_energy)(q, mech.params)))
+    print(f"potential energy {abs(energies[1] - energies[0]):.2g} of {abs(energies[0]):.2g} J")
+    assert abs(energies[1] - energies[0]) <= 1e-13 * abs(energies[0])
+
+
+#: A hinge to the world carrying a ball joint, and a free body: the ball and the free joint
+#: with damping and armature (on MuJoCo's `qvel`: ω in the body's frame, the free body's
+#: origin velocity in the world's).
+ROTORS = """
+<mujoco>
+  <option gravity="0.5 -1 -9.81"/>
+  <worldbody>
+    <body name="upper" pos="0 0 1">
+      <joint name="shoulder" axis="0 1 0" damping="0.1"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+      <body name="lower" pos="0.3 0 0" euler="10 20 30">
+        <joint name="elbow" type="ball" pos="0.01 0 0" damping="0.2" armature="0.01"/>
+        <geom type="capsule" fromto="0 0 0 0.25 0.05 0" size="0.025"/>
+      </body>
+    </body>
+    <body name="drone" pos="0.5 0.5 1" euler="5 10 15">
+      <joint name="float" type="free" damping="0.3" armature="0.02"/>
+      <geom type="box" size="0.1 0.05 0.02" pos="0.02 0.01 0"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+def test_ball_and_free_joint_dampers_and_armature_as_in_joint_coordinates():
+    """A ball's and a free joint's damping (a generalized force from Rayleigh's dissipation
+    function of their `qvel`) and armature (its kinetic energy) in absolute coordinates: at
+    a random moving state the kinetic energy is MuJoCo's (armature included) and every
+    body's frame, its rate and its acceleration are those of the joint coordinates
+    (accelerations: measured 6.3e-16 of their scale 73; with the two dampers doubled in
+    absolute coordinates, 0.092). `to_qpos` gives MuJoCo's qpos back along a sequence of
+    states whose hinge turns on to 7 rad, unwrapped (measured 4.4e-16)."""
+    joint, absolute = _pair(ROTORS)
+    qpos, qvel = _random_state(joint, 8, 0.3, speed=2.0)
+    _assert_on_mujocos_kinematics(ROTORS, absolute, qpos, qvel)
+    assert _assert_same_accelerations(joint, absolute, qpos, qvel) <= 1e-13
+    params = absolute.mechanism.params
+    doubled = {k: 2 * params[k] for k in ("elbow.damping", "float.damping")}
+    change = _acceleration_change(absolute, qpos, qvel, doubled)
+    print(f"the ball's and free joint's dampers doubled: accelerations move by {change:.2g}")
+    assert change >= 0.01
+    # to_qpos: MuJoCo's qpos read back, the shoulder turning on past π and 2π (steps < π)
+    states = np.tile(qpos, (4, 1))
+    states[:, 0] = (0.0, 2.5, 5.0, 7.0)
+    back = np.array(absolute.to_qpos(jnp.stack([absolute.from_qpos(x)[0] for x in states])))
+    for w in (1, 8):  # a quaternion and its negative are one rotation
+        back[:, w : w + 4] *= np.sign(back[:, w : w + 1] * states[:, w : w + 1])
+    gap = float(np.max(np.abs(back - states)))
+    print(f"to_qpos: {gap:.2g} from MuJoCo's qpos, the hinge at up to 7 rad")
+    assert gap <= 1e-13
+
+
 def test_armature_is_the_kinetic_energy_of_the_joint_rate():
     """cartpole.xml: the cart's slide has armature (and a damper), the pole's hinge a spring
     and a damper. At the keyframe the kinetic energy is MuJoCo's to round-off (0; the
@@ -296,18 +460,79 @@ def test_armature_is_the_kinetic_energy_of_the_joint_rate():
     _assert_same_accelerations(joint, absolute, qpos, qvel)
 
 
+#: A cart on an inclined rail, a pole on it (a hinge with a reference angle), a wrist at the
+#: pole's tip (a universal joint): a geared, clamped motor on the slide, a position servo
+#: (kp, kv, a force range) on the hinge and a motor of negative gear on the universal's
+#: second hinge (whose angle is read with a sign, `jaxmbs.io.absolute`).
+ACTUATED = """
+<mujoco>
+  <option gravity="0.5 -1 -9.81"/>
+  <worldbody>
+    <body name="cart">
+      <joint name="slider" type="slide" axis="1 0 0.1" damping="0.1"/>
+      <geom type="box" size="0.2 0.1 0.05" mass="1"/>
+      <body name="pole" euler="0 10 0">
+        <joint name="hinge" axis="0 1 0" pos="0 0 0.02" ref="5"/>
+        <geom type="capsule" fromto="0 0 0 0.001 0 0.6" size="0.03" mass="0.3"/>
+        <body name="wrist" pos="0 0 0.6">
+          <joint name="u1" axis="1 0 0"/>
+          <joint name="u2" axis="0 1 0"/>
+          <geom type="capsule" fromto="0 0 0 0.2 0 0.05" size="0.02"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor name="push" joint="slider" gear="2" ctrlrange="-0.2 0.2" ctrllimited="true"/>
+    <position name="servo" joint="hinge" kp="5" kv="0.5" forcerange="-1 1"
+              forcelimited="true"/>
+    <motor name="twist" joint="u2" gear="-1.5"/>
+  </actuator>
+</mujoco>
+"""
+
+
+def test_actuators_drive_the_bodies_as_in_joint_coordinates():
+    """Actuators in absolute coordinates: each one's generalized force pulled back from its
+    joint's coordinate. At a moving state at t = 0.3, with a Profile (push, past its
+    control range), a constant (servo) and a time ramp (twist) as controls, every body's
+    frame, its rate and its acceleration are those of the joint coordinates (accelerations:
+    measured 5.6e-14 of their scale 95). With a motor's gain negated in the absolute model
+    alone (as a reversed gear would), the bodies' accelerations ẍ move by 0.11 (the slide's
+    motor) and 0.84 (the universal's hinge's) of their largest: the check sees a sign
+    error."""
+    controls = {
+        "push": jaxmbs.Profile(np.linspace(0.0, 1.0, 5), np.array([0.1, 0.3, 0.1, -0.1, 0.0])),
+        "servo": lambda t, q, qd, p: 0.4 + 0.0 * t,
+        "twist": lambda t, q, qd, p: 0.2 + t,
+    }
+    joint, absolute = (
+        jaxmbs.io.from_mjcf(ACTUATED, controls=controls, coordinates=c)
+        for c in ("joints", "absolute")
+    )
+    assert absolute.report.left_out_names("actuator") == ()  # all three modelled
+    # slider, hinge (its qpos 0.3 against the servo's target 0.4: no force clamp), u1, u2
+    qpos, qvel = np.array([0.1, 0.3, -0.4, 0.6]), np.array([0.5, -0.2, 1.1, -0.7])
+    assert _assert_same_accelerations(joint, absolute, qpos, qvel, t=0.3) <= 1e-13
+    for motor, least in (("push", 0.05), ("twist", 0.5)):
+        negated = {f"{motor}.gain": -absolute.mechanism.params[f"{motor}.gain"]}
+        change = _acceleration_change(absolute, qpos, qvel, negated, t=0.3)
+        print(f"{motor}'s gain negated: accelerations move by {change:.2g} of their scale")
+        assert change >= least
+
+
 def _keyframe(path: Path) -> tuple[np.ndarray, np.ndarray]:
     model = mujoco.MjModel.from_xml_path(str(path))
     return model.key_qpos[0], model.key_qvel[0]
 
 
-def _one_body(joints: str, *, equality: str = "") -> str:
+def _one_body(joints: str, *, equality: str = "", actuator: str = "") -> str:
     return f"""
     <mujoco><worldbody><body name="arm" pos="0 0 1">{joints}
       <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/></body>
       <body name="other" pos="0 1 1"><joint name="o" axis="0 1 0"/>
       <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/></body>
-    </worldbody><equality>{equality}</equality></mujoco>"""
+    </worldbody><equality>{equality}</equality><actuator>{actuator}</actuator></mujoco>"""
 
 
 GIMBAL = '<joint name="g1" axis="1 0 0"/><joint name="g2" axis="0 1 0"/>'
@@ -326,12 +551,30 @@ GIMBAL += '<joint name="g3" axis="0 0 1"/>'
             r"body 'arm''s joints \['h1 \(hinge\)', 'h2 \(hinge\)'\]",
         ),
         (
-            _one_body('<joint name="h" axis="1 0 0"/><joint name="s" type="slide" axis="0 1 0"/>'),
+            _one_body('<joint name="h" axis="1 0 0"/><joint name="s" type="slide" axis="1 1 0"/>'),
             r"body 'arm''s joints \['h \(hinge\)', 's \(slide\)'\]",
+        ),
+        (
+            _one_body(
+                '<joint name="s" type="slide" axis="1 0 0"/><joint name="h" axis="0 1 0"/>'
+                '<joint name="t" type="slide" axis="0 0 1"/>'
+            ),
+            r"body 'arm''s joints \['s \(slide\)', 'h \(hinge\)', 't \(slide\)'\]",
+        ),
+        (
+            _one_body(
+                '<joint name="s" type="slide" axis="1 0 0"/>'
+                '<joint name="t" type="slide" axis="1 1 0"/>'
+            ),
+            r"body 'arm''s joints \['s \(slide\)', 't \(slide\)'\]",
         ),
         (
             _one_body('<joint name="s" type="slide" axis="1 0 0"/><joint name="b" type="ball"/>'),
             r"body 'arm''s joints \['s \(slide\)', 'b \(ball\)'\]",
+        ),
+        (
+            _one_body('<joint name="b" type="ball" stiffness="1"/>'),
+            "the spring of ball joint 'b'",
         ),
         (
             _one_body(GIMBAL.replace('name="g2"', 'name="g2" damping="1"')),
@@ -340,6 +583,10 @@ GIMBAL += '<joint name="g3" axis="0 0 1"/>'
         (
             _one_body(GIMBAL, equality='<joint joint1="o" joint2="g3"/>'),
             "joint 'g3' is one of three hinges composed into a Spherical",
+        ),
+        (
+            _one_body(GIMBAL, actuator='<motor name="m" joint="g2"/>'),
+            "the actuator on joint 'g2', one of three hinges composed into a Spherical",
         ),
         (
             _one_body(GIMBAL.replace('name="g3"', 'name="g3" armature="0.1"')),

@@ -137,7 +137,8 @@ ABSOLUTE = """
 def test_absolute_coordinates_move_the_bodies_as_the_joint_coordinates_do():
     """coordinates="absolute" (an Euler-parameter body per moving body, the joints as
     constraints, the hinge's damper and spring as a RotationalSpringDamper): at a random
-    state the centres of mass accelerate as in joint coordinates (measured 3.6e-15 of 9.9)."""
+    state the centres of mass accelerate as in joint coordinates (measured 3.6e-15 of 9.9),
+    and `to_qpos` reads that state's qpos back."""
     joint = jaxmbs.io.from_mjcf(ABSOLUTE)
     absolute = jaxmbs.io.from_mjcf(ABSOLUTE, coordinates="absolute")
     groups = dict(absolute.mechanism.constraint_groups)
@@ -167,8 +168,13 @@ def test_absolute_coordinates_move_the_bodies_as_the_joint_coordinates_do():
     expected = centre_accelerations(q, qd)[np.array(absolute.absolute_bodies)]
     actual = np.asarray(qdd_abs).reshape(-1, 7)[:, :3]
     np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-12 * np.max(np.abs(expected)))
+    back, q = np.array(absolute.to_qpos(qa)), np.asarray(q)
+    for j in joint.tree.quaternion_joints:  # a quaternion and its negative: one rotation
+        w = j.qadr + (3 if j.kind == "free" else 0)
+        back[w : w + 4] *= np.sign(back[w] * q[w])
+    np.testing.assert_allclose(back, q, rtol=0, atol=1e-14)
     with pytest.raises(ValueError, match="this model has absolute ones"):
-        absolute.to_qpos(qa)
+        absolute.to_qvel(qa, qda)
 
 
 @pytest.mark.parametrize(

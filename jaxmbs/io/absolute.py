@@ -17,14 +17,21 @@ frames (`jaxmbs.io.tree`), become one joint between its parent and it (`_body_jo
   hinge's anchor slides along the common axis;
 - three hinges with a common anchor and independent axes: a `Spherical` (3 rows): their
   angles are a chart of the relative rotation (one that is singular where the axes line
-  up; the Spherical is not).
+  up; the Spherical is not);
+- slides with mutually orthogonal axes and at most one hinge normal to them, before or
+  after them all (`_SlidingJoint`): the rotation rows of a `Fixed` without a hinge (3
+  rows), the parallel rows of a `Revolute` with one (2), and nᵀ(P_j − P_i) = 0 for each
+  n of the orthogonal complement of the slides' axes (in the parent's frame, the body's
+  where the slides follow the hinge): three slides 3 rows, a planar slide–slide–hinge 3,
+  a hinge and a slide across it 4.
 
 The intermediate frames are massless, so the motion is the same; any other combination is
 refused. Each hinge's and slide's coordinate θ = q − q_ref is read off the absolute
 coordinates (`_Coordinate`): a hinge's as the relative angle of the two bodies about its
 axis (`spatial.relative_angle`, between vectors normal to it; a universal's second angle as
 the parent's turn about the body's axis, negated), a slide's as the offset of its anchor
-along its axis. A hinge's damper and spring become a `RotationalSpringDamper`, a slide's an
+along its axis (after a hinge, along the body's axis: the parent's point from the body's,
+negated). A hinge's damper and spring become a `RotationalSpringDamper`, a slide's an
 `AxialSpringDamper`, along that coordinate (free at springref − ref). A `connect` becomes a
 `Spherical`, a `weld` a `Fixed` (6 rows: the anchor points and vee(½(E − Eᵀ)) with MuJoCo's
 E = (R₂F₂)ᵀ R₁F₁ R_rel, the frames F carried into the principal ones), a `joint` equality
@@ -33,15 +40,29 @@ lie in (−π, π]: a hinge's spring and a joint equality hold while its angle s
 of its reference (a joint equality then meets a jump: the simulation stops).
 
 MuJoCo adds a joint's armature a to its coordinate's diagonal of the mass matrix: the
-kinetic energy ½ a θ̇² of the joint's rate, no body's inertia. With θ̇ the rate of the
-coordinate read off the absolute ones (one jvp), it is the same kinetic energy on the
-constraint manifold, so the motion is the same: it goes to the builder as
-`added_kinetic_energy` (`_armature_energy`; for the joints whose armature is not zero in the
-file, so a zero `"<joint>.armature"` stays zero).
+kinetic energy ½ a ⊙ v² of the joint's `qvel` v, no body's inertia. With v read off the
+absolute coordinates — a hinge's or slide's θ̇ by one jvp of θ, a ball's ω relative to its
+parent in the body's frame and a free joint's origin velocity and ω (`_QuaternionRates`) —
+it is the same kinetic energy on the constraint manifold, so the motion is the same: it goes
+to the builder as `added_kinetic_energy` (`_quadratic_form`; for the joints whose armature
+is not zero in the file, so a zero `"<joint>.armature"` stays zero). A ball's or free
+joint's damping −c ⊙ v is the generalized force −∂D/∂q̇ of D = ½ Σ c ⊙ v² (`_damping`).
+
+An actuator on a hinge or slide (`jaxmbs.io.tree.Actuator`) applies its generalized force
+Q_θ = g f along its joint's coordinate; in absolute coordinates that is the body
+force/torque pair Q = (∂θ/∂q)ᵀ Q_θ (the virtual work Q_θ δθ, one vjp of θ(q)), with f
+evaluated at qpos = θ + q_ref and θ̇ (one jvp) as MuJoCo's `actuator_length` and
+`actuator_velocity` are (`_actuation`). Its control u(t, q, q̇, p) receives the absolute
+coordinates.
+
+Back to MuJoCo's `qpos` (`joint_positions`, `ImportedModel.to_qpos`): each hinge's and
+slide's θ + q_ref, each ball's and free joint's quaternion composed from the bodies' Euler
+parameters; a hinge's angle comes in (q_ref − π, q_ref + π] and `to_qpos` unwraps it along
+a trajectory.
 
 Refused with a `ValueError` naming them: other combinations of joints on one body, the
-armature, damping and springs of balls, free joints and the three hinges of a Spherical
-(which have no single angle), joint equalities on those hinges, and actuators.
+springs of balls and free joints, the armature, damping and springs of the three hinges of
+a Spherical (which have no single angle), joint equalities and actuators on those hinges.
 """
 
 from __future__ import annotations
@@ -110,8 +131,8 @@ _TOLERANCE = 1e-9
 class _Coordinate:
     """A hinge's angle or a slide's offset from its reference, q − q_ref, read off the
     absolute coordinates. Hinge: `sign` times the rotation of body_j relative to body_i about
-    axis_i, from reference_j against reference_i (`spatial.relative_angle`). Slide: the
-    offset axis_i · (P_j − P_i) of point_j from point_i along axis_i (body i's)."""
+    axis_i, from reference_j against reference_i (`spatial.relative_angle`). Slide: `sign`
+    times the offset axis_i · (P_j − P_i) of point_j from point_i along axis_i (body i's)."""
 
     joint: TreeJoint
     body_i: int | None
@@ -133,7 +154,11 @@ class _Coordinate:
             return self.sign * angle
         at = layout.frames(q)
         offset = at.point(self.body_j, self.point_j) - at.point(self.body_i, self.point_i)
-        return spatial.dot(at.vector(self.body_i, self.axis_i), offset)
+        return self.sign * spatial.dot(at.vector(self.body_i, self.axis_i), offset)
+
+    def rate(self, layout: spatial.Layout, q: Array, qd: Array) -> Array:
+        """θ̇ (MuJoCo's `qvel` of the joint), by one jvp of `value`, shape (1,)."""
+        return jnp.atleast_1d(jax.jvp(lambda q_: self.value(layout, q_), (q,), (qd,))[1])
 
     def element(self, spring: bool) -> forces.ForceElement:
         """The joint's spring (stiffness 0 without one) and damper as a force element along
@@ -153,7 +178,7 @@ class _Coordinate:
             )  # fmt: skip
         return forces.AxialSpringDamper(
             j.name, **common, point_i=self.point_i, axis_i=self.axis_i, point_j=self.point_j,
-            free_offset=lambda p: p[key] - ref,
+            free_offset=lambda p: sign * (p[key] - ref),
         )  # fmt: skip
 
 
@@ -179,20 +204,85 @@ class _JointEquality:
         return jnp.atleast_1d(theta - sum(c * d**k for k, c in enumerate(self.coefficients)))
 
 
+@dataclasses.dataclass(frozen=True)
+class _SlidingJoint:
+    """A body's slides with mutually orthogonal axes, at most one hinge normal to them before
+    or after them all (MuJoCo composes them through massless frames): the rows that leave
+    the slides' offsets and the hinge's angle free. `turning`'s rotation rows (it is a
+    `Fixed` without a hinge, a `Revolute` with one; their common point's rows are dropped),
+    and the anchor's offset along each direction no slide moves in (`normals`: the
+    orthogonal complement of the slides' axes, in the frame they turn with). One callable
+    (t, q, p) of the spatial builder."""
+
+    name: str
+    layout: spatial.Layout
+    turning: spatial.Fixed | spatial.Revolute
+    normals: tuple[_Coordinate, ...]
+    holonomic: ClassVar[bool] = True
+
+    @property
+    def rows(self) -> int:
+        """The turning joint's rotation rows (3 or 2) and one per normal."""
+        return self.turning.rows - 3 + len(self.normals)
+
+    def __call__(self, t: Array, q: Array, p: dict) -> Array:
+        turning = self.turning.residual(self.layout.frames(q), p)[3:]
+        if not self.normals:
+            return turning
+        offsets = jnp.stack([c.value(self.layout, q) for c in self.normals])
+        return jnp.concatenate([turning, offsets])
+
+
+@dataclasses.dataclass(frozen=True)
+class _QuaternionRates:
+    """A ball's or free joint's `qvel` (`jaxmbs.io.tree`) read off the absolute coordinates:
+    ω = R_jᵀ (ω_j − ω_i), body_j's angular velocity relative to body_i in body_j's frame
+    R_j = A_j Fᵀ (F = `axes_j`: its principal axes in that frame, MuJoCo's `iquat`), with the
+    world ω = A ω' of the bodies (`Layout.velocities`); a free joint's (body_i the ground)
+    preceded by the velocity of body_j's frame origin o (`origin_j`, principal frame),
+    ṙ_j + ω_j × A_j o. Linear in q̇."""
+
+    joint: TreeJoint
+    body_i: int | None
+    body_j: int
+    axes_j: np.ndarray
+    origin_j: np.ndarray
+
+    def rate(self, layout: spatial.Layout, q: Array, qd: Array) -> Array:
+        """MuJoCo's `qvel` of the joint, shape (3,) (ball) or (6,) (free)."""
+        velocity, omega = layout.velocities(q, qd)
+        A_j = layout.rotations(q)[self.body_j]
+        relative = (
+            omega[self.body_j] if self.body_i is None else omega[self.body_j] - omega[self.body_i]
+        )
+        turning = self.axes_j @ (A_j.T @ relative)
+        if self.joint.kind == BALL:
+            return turning
+        origin = velocity[self.body_j] + jnp.cross(omega[self.body_j], A_j @ self.origin_j)
+        return jnp.concatenate([origin, turning])
+
+
 def _check_joint_terms(
-    j: TreeJoint, spring: bool, params: dict, label: str, *, coordinate: bool
+    j: TreeJoint, spring: bool, params: dict, label: str, *, rates: bool
 ) -> None:
-    """Refuse the armature, damping or spring of a joint without a `coordinate` to act
-    along (balls, free joints, the hinges of a three-hinge Spherical)."""
+    """Refuse the spring of a ball or free joint, and the armature, damping or spring of a
+    joint without `rates` to act along (the hinges of a three-hinge Spherical)."""
     arm = np.atleast_1d(np.asarray(params[param_key(j.name, "armature")]))
     damping = np.atleast_1d(np.asarray(params[param_key(j.name, "damping")]))
     stiff = float(params[param_key(j.name, "stiffness")]) if spring else 0.0
-    if not coordinate and (np.any(arm != 0) or np.any(damping != 0) or stiff != 0):
+    if j.kind in (BALL, FREE) and stiff != 0:
+        _refuse(label, f"the spring of {j.kind} joint {j.name!r}")
+    if not rates and (np.any(arm != 0) or np.any(damping != 0) or stiff != 0):
         _refuse(label, f"the armature, damping or spring of {j.kind} joint {j.name!r}")
 
 
 def _body_joints(
-    js: list[TreeJoint], parent: int, at: _BodyFrames, label: str, body_name: str
+    js: list[TreeJoint],
+    parent: int,
+    at: _BodyFrames,
+    layout: spatial.Layout,
+    label: str,
+    body_name: str,
 ) -> tuple[list, list[_Coordinate]]:
     """A body's joints (MuJoCo composes them in order through massless frames) as spatial
     joints between its parent and it, and the coordinates of its hinges and slides:
@@ -204,7 +294,11 @@ def _body_joints(
       about it, negated);
     - a hinge and a slide along one axis, either order: a `Cylindrical`;
     - three hinges with a common anchor and independent axes: a `Spherical` (their angles
-      are a chart of the relative rotation, not single relative angles: no coordinates).
+      are a chart of the relative rotation, not single relative angles: no coordinates);
+    - slides with mutually orthogonal axes and at most one hinge normal to them, before or
+      after them all (three slides, a planar slide–slide–hinge, a hinge and a slide across
+      it): a `_SlidingJoint`; after a hinge the slides turn with the body, so their offsets
+      are read along the body's axes (negated: the parent's point from the body's).
 
     Anything else is refused naming the body and its joints."""
     b, first = js[0].body, js[0]
@@ -260,19 +354,55 @@ def _body_joints(
         and abs(np.linalg.det(np.stack(axes))) > _TOLERANCE
     ):
         return [spatial.Spherical(name, body_i, point_i, body_j, point_j)], []
+    slides = [(j, a) for j, a in zip(js, axes, strict=True) if j.kind == SLIDE]
+    hinges = [(j, a) for j, a in zip(js, axes, strict=True) if j.kind == HINGE]
+    slide_axes = np.stack([a for _, a in slides]) if slides else np.zeros((0, 3))
+    if (
+        slides
+        and len(slides) + len(hinges) == len(js)
+        and len(hinges) <= 1
+        and kinds[1:-1].count(HINGE) == 0
+        and np.all(np.abs(slide_axes @ slide_axes.T - np.eye(len(slides))) <= _TOLERANCE)
+        and all(np.all(np.abs(slide_axes @ a) <= _TOLERANCE) for _, a in hinges)
+    ):
+        turned = kinds[0] == HINGE  # the slides come after the hinge: they turn with the body
+
+        def along(j: TreeJoint, axis: np.ndarray) -> _Coordinate:
+            if not turned:
+                return offset(j, axis)
+            return _Coordinate(j, body_j, body_i, on(b, axis), point_i=point_j, point_j=point_i,
+                               sign=-1.0)  # fmt: skip
+
+        coordinates = [along(j, a) for j, a in slides]
+        normals = np.linalg.svd(slide_axes)[2][len(slides) :]  # the slides' complement
+        if hinges:
+            h, axis = hinges[0]
+            turning = spatial.Revolute(
+                name, body_i, point_i, on(parent, axis), body_j, point_j, on(b, axis)
+            )
+            coordinates.append(angle(h, axis, _perpendicular(axis)))
+        else:
+            frame_i, frame_j = on(parent, np.eye(3)), on(b, np.eye(3))  # equal at qpos0
+            turning = spatial.Fixed(name, body_i, point_i, body_j, point_j, frame_i, frame_j)
+        rows = tuple(along(slides[0][0], n) for n in normals)
+        return [_SlidingJoint(name, layout, turning, rows)], coordinates
     _refuse(
         label,
         f"body {body_name!r}'s joints {[f'{j.name} ({j.kind})' for j in js]}: several joints "
         "on one body are mapped as two orthogonal hinges with a common anchor (Universal), a "
-        "hinge and a slide along one axis (Cylindrical) or three hinges with a common anchor "
-        "and independent axes (Spherical)",
+        "hinge and a slide along one axis (Cylindrical), three hinges with a common anchor "
+        "and independent axes (Spherical) or slides with orthogonal axes and at most one "
+        "hinge normal to them, before or after them all",
     )
 
 
 def absolute_mechanism(
-    tree: Tree, params: dict, q_ref: Array, label: str
-) -> tuple[Mechanism, tuple[int, ...]]:
-    """The mechanism in absolute coordinates and, per body of it, the MuJoCo body index."""
+    tree: Tree, params: dict, q_ref: Array, label: str, control: Callable
+) -> tuple[Mechanism, tuple[int, ...], Callable[[Array], Array] | None]:
+    """The mechanism in absolute coordinates, per body of it the MuJoCo body index, and the
+    map q ↦ `qpos` (`joint_positions`; `None` where a three-hinge Spherical's hinges have no
+    single angles); `control(t, q, qd, p)`, of the absolute coordinates, gives the
+    actuators' inputs u."""
     moving = sorted({j.body for j in tree.joints})
     for b in range(1, len(tree.body_names)):
         if b not in moving and _moving_ancestor(tree, b, moving):
@@ -294,23 +424,38 @@ def absolute_mechanism(
     by_body: dict[int, list[TreeJoint]] = {}
     for j in tree.joints:
         by_body.setdefault(j.body, []).append(j)
+    layout = spatial.Layout.from_bodies(bodies)
     joints: list = []
     coordinates: dict[str, _Coordinate] = {}
     for b, js in by_body.items():
-        mapped, coords = _body_joints(js, tree.parent[b], at, label, tree.body_names[b])
+        mapped, coords = _body_joints(js, tree.parent[b], at, layout, label, tree.body_names[b])
         joints += mapped
         coordinates.update((c.joint.name, c) for c in coords)
+    rates: dict[str, _Coordinate | _QuaternionRates] = dict(coordinates)
+    for j in tree.joints:
+        if j.kind in (BALL, FREE):
+            parent, origin = at.index.get(tree.parent[j.body]), at.point(j.body, frame_x[j.body])
+            rates[j.name] = _QuaternionRates(
+                j, parent, at.index[j.body], tree.body_irot[j.body], origin[1]
+            )
     elements = []
     for j, spring in zip(tree.joints, tree.springs, strict=True):
-        _check_joint_terms(j, spring, params, label, coordinate=j.name in coordinates)
+        _check_joint_terms(j, spring, params, label, rates=j.name in rates)
         if j.name in coordinates:
             elements.append(coordinates[j.name].element(spring))
-    layout = spatial.Layout.from_bodies(bodies)
-    rotors = [
-        (param_key(j.name, "armature"), coordinates[j.name])
-        for j in tree.joints
-        if j.name in coordinates and params[param_key(j.name, "armature")] != 0
-    ]
+
+    def terms(field: str, kinds: tuple[str, ...]) -> list:
+        """(parameter key, rates) of the joints of `kinds` whose `field` is not zero."""
+        return [
+            (param_key(j.name, field), rates[j.name])
+            for j in tree.joints
+            if j.name in rates
+            and j.kind in kinds
+            and np.any(np.asarray(params[param_key(j.name, field)]) != 0)
+        ]
+
+    rotors = terms("armature", (HINGE, SLIDE, BALL, FREE))
+    dampers = terms("damping", (BALL, FREE))  # the hinges' and slides': their elements
     for c in tree.closures:
         if c.kind == "joint":
             joints.append(_joint_equality(tree, c, coordinates, layout, label))
@@ -325,35 +470,153 @@ def absolute_mechanism(
         f1 = at.vector(c.body1, at.frame_R[c.body1] @ c.frame1 @ c.relative)
         f2 = at.vector(c.body2, at.frame_R[c.body2] @ c.frame2)
         joints.append(spatial.Fixed(c.name, b1, p1, b2, p2, f1, f2))
-    if tree.actuators:
-        _refuse(label, f"the actuators {[a.name for a in tree.actuators]}")
     reference = jnp.asarray(absolute_state(tree, moving, q_ref))
+    loads = [_damping(layout, dampers)] if dampers else []
+    if tree.actuators:
+        loads.append(_actuation(tree, layout, coordinates, control, label))
     mech = spatial.spatial_mechanism(
         bodies, joints, params, gravity="gravity", elements=elements,
-        added_kinetic_energy=_armature_energy(layout, rotors) if rotors else None,
+        applied_forces=_summed(loads) if loads else None,
+        added_kinetic_energy=_quadratic_form(layout, rotors) if rotors else None,
     )  # fmt: skip
     # the builder's reference_q would evaluate M op by op (seconds); one compiled call instead
     M = np.asarray(eqx.filter_jit(lambda m, q: m.mass_matrix(q, m.params))(mech, reference))
     if not np.all(np.linalg.eigvalsh((M + M.T) / 2) > 0):
         raise ValueError(f"{label}: the mass matrix at qpos0 is not positive definite")
-    return mech.replace_structure(analyze_structure(mech, reference)), tuple(moving)
+    positions = None
+    if all(j.name in rates for j in tree.joints):
+        positions = joint_positions(tree, moving, q_ref, layout, coordinates)
+    return mech.replace_structure(analyze_structure(mech, reference)), tuple(moving), positions
 
 
-def _armature_energy(
-    layout: spatial.Layout, rotors: list[tuple[str, _Coordinate]]
+def _quaternion_product(a: Array, b: Array) -> Array:
+    """Hamilton's product a ⊗ b (w first): A(a ⊗ b) = A(a) A(b)."""
+    w = a[0] * b[0] - a[1:] @ b[1:]
+    return jnp.concatenate([w[None], a[0] * b[1:] + b[0] * a[1:] + jnp.cross(a[1:], b[1:])])
+
+
+def _conjugate(e: Array) -> Array:
+    """e* = (e₀, −e₁, −e₂, −e₃), the inverse rotation's quaternion."""
+    return e * np.array([1.0, -1.0, -1.0, -1.0])
+
+
+def joint_positions(
+    tree: Tree,
+    moving: Sequence[int],
+    q_ref: Array,
+    layout: spatial.Layout,
+    coordinates: dict[str, _Coordinate],
+) -> Callable[[Array], Array]:
+    """The map q ↦ MuJoCo's `qpos` from absolute coordinates (one state): a hinge's or
+    slide's θ + q_ref (`_Coordinate`; a hinge's angle in (q_ref − π, q_ref + π]); a body's
+    frame R = A·A(iquat)ᵀ has the quaternion c = e ⊗ iquat* (e its Euler parameters), so a
+    ball's is (c_p ⊗ quat)* ⊗ c, c_p its parent's (MuJoCo's `mj_kinematics`: R = R_p·A(quat)
+    ·A(e_ball)), and a free joint's position and quaternion are the body frame's x
+    (`body_frames`) and c. Every hinge and slide must have a coordinate."""
+    index = {b: k for k, b in enumerate(moving)}
+    R_ref = np.asarray(jax.jit(tree.frames)(q_ref)[1])
+    frames = body_frames(tree, moving, q_ref)
+    inertial = [_conjugate(euler_parameters(tree.body_irot[b])) for b in range(len(R_ref))]
+
+    def frame_quaternion(q: Array, b: int) -> Array:
+        if b not in index:  # the ground or a body fixed to it
+            return jnp.asarray(euler_parameters(R_ref[b]))
+        e = layout.euler_parameters(q)[index[b]]
+        return _quaternion_product(e, jnp.asarray(inertial[b]))
+
+    def positions(q: Array) -> Array:
+        qpos = jnp.zeros(tree.nq, q.dtype)
+        for j in tree.joints:
+            if j.kind in (HINGE, SLIDE):
+                value = coordinates[j.name].value(layout, q) + j.ref[0]
+                qpos = qpos.at[j.qadr].set(value)
+                continue
+            c = frame_quaternion(q, j.body)
+            if j.kind == FREE:
+                qpos = qpos.at[j.qadr : j.qadr + 3].set(frames(q)[0][j.body])
+                qpos = qpos.at[j.qadr + 3 : j.qadr + 7].set(c)
+                continue
+            before = _quaternion_product(
+                frame_quaternion(q, tree.parent[j.body]),
+                jnp.asarray(euler_parameters(tree.body_rot[j.body])),
+            )
+            qpos = qpos.at[j.qadr : j.qadr + 4].set(_quaternion_product(_conjugate(before), c))
+        return qpos
+
+    return jax.jit(positions)  # one compiled call, not op by op under `jnp.vectorize`
+
+
+def _actuation(
+    tree: Tree,
+    layout: spatial.Layout,
+    coordinates: dict[str, _Coordinate],
+    control: Callable,
+    label: str,
+) -> Callable[[Array, Array, Array, dict], Array]:
+    """The actuators' generalized force Q(t, q, q̇, p) = (∂θ/∂q)ᵀ Q_θ (module docstring):
+    θ(q) places each actuated joint's coordinate, read off the absolute ones, at its `qpos`
+    address (θ + q_ref, the rest zero), Q_θ = `Tree.actuator_forces` there (one vjp of θ
+    pulls it back, one jvp gives θ̇). Refused where an actuated joint has no coordinate."""
+    joints = list(
+        {tree.joints[a.joint].name: tree.joints[a.joint] for a in tree.actuators}.values()
+    )
+    if missing := [j.name for j in joints if j.name not in coordinates]:
+        _refuse(
+            label,
+            f"the actuator on joint {missing[0]!r}, one of three hinges composed into a "
+            "Spherical, whose angles are no single relative angle",
+        )
+    address = np.array([j.qadr for j in joints])
+    ref = np.array([float(j.ref[0]) for j in joints])
+
+    def positions(q: Array) -> Array:
+        theta = jnp.stack([coordinates[j.name].value(layout, q) for j in joints])
+        return jnp.zeros(tree.nq, q.dtype).at[address].set(theta + ref)
+
+    def applied_forces(t: Array, q: Array, qd: Array, p: dict) -> Array:
+        qpos, pullback = jax.vjp(positions, q)
+        qpos_rate = jax.jvp(positions, (q,), (qd,))[1]
+        return pullback(tree.actuator_forces(control(t, q, qd, p), qpos, qpos_rate, p))[0]
+
+    return applied_forces
+
+
+def _quadratic_form(
+    layout: spatial.Layout, terms: list[tuple[str, _Coordinate | _QuaternionRates]]
 ) -> Callable[[Array, Array, dict], Array]:
-    """T_a(q, q̇, p) = ½ Σₖ aₖ θ̇ₖ² of the joints' armatures (module docstring): `rotors`
-    pairs each armature's parameter key with its joint's coordinate θₖ; θ̇ by one jvp."""
+    """½ Σₖ wₖ ⊙ vₖ² over `terms`, each a parameter key (the weights w, one per degree of
+    freedom) and a joint's rates v (MuJoCo's `qvel` of the joint, read off the absolute
+    coordinates): with the armatures, the kinetic energy T_a of the module docstring; with
+    the dampers, Rayleigh's dissipation function (`_damping`)."""
 
-    def energy(q: Array, qd: Array, p: dict) -> Array:
-        def angles(q_: Array) -> Array:
-            return jnp.stack([c.value(layout, q_) for _, c in rotors])
+    def form(q: Array, qd: Array, p: dict) -> Array:
+        return 0.5 * sum(
+            jnp.sum(jnp.asarray(p[key]) * rates.rate(layout, q, qd) ** 2) for key, rates in terms
+        )
 
-        rates = jax.jvp(angles, (q,), (qd,))[1]
-        armature = jnp.stack([jnp.asarray(p[key]) for key, _ in rotors])
-        return 0.5 * jnp.sum(armature * rates**2)
+    return form
 
-    return energy
+
+def _damping(
+    layout: spatial.Layout, dampers: list[tuple[str, _QuaternionRates]]
+) -> Callable[[Array, Array, Array, dict], Array]:
+    """MuJoCo's damping −c ⊙ v on a ball's or free joint's `qvel` v as the generalized force
+    Q = −(∂v/∂q̇)ᵀ (c ⊙ v) = −∂D/∂q̇, D = ½ Σ c ⊙ v² (`_quadratic_form`; v is linear in q̇)."""
+    dissipation = jax.grad(_quadratic_form(layout, dampers), argnums=1)
+
+    def applied_forces(t: Array, q: Array, qd: Array, p: dict) -> Array:
+        return -dissipation(q, qd, p)
+
+    return applied_forces
+
+
+def _summed(loads: list[Callable]) -> Callable[[Array, Array, Array, dict], Array]:
+    """The sum of generalized forces (t, q, q̇, p) -> Q."""
+
+    def applied_forces(t: Array, q: Array, qd: Array, p: dict) -> Array:
+        return sum(load(t, q, qd, p) for load in loads)
+
+    return applied_forces
 
 
 def _joint_equality(

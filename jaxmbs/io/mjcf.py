@@ -88,6 +88,9 @@ class ImportedModel:
     - `geometry`: the file's geoms as line drawings moved with their bodies
       (`jaxmbs.io.geometry`); the mechanism carries it among its `drawings`, so
       [`jaxmbs.snapshot`][] and [`jaxmbs.animate`][] draw them.
+    - `absolute_positions`: with absolute coordinates, the map q ↦ `qpos` of one state
+      (`jaxmbs.io.absolute.joint_positions`; `None` where a three-hinge Spherical's hinges
+      have no single angles); `to_qpos` applies it.
     """
 
     mechanism: Mechanism
@@ -98,15 +101,29 @@ class ImportedModel:
     coordinates: str = JOINTS
     absolute_bodies: tuple[int, ...] = ()
     geometry: Geometry | None = None
+    absolute_positions: Callable[[Array], Array] | None = None
 
     def _joint_coordinates_only(self, what: str) -> None:
         if self.coordinates != JOINTS:
             raise ValueError(f"{what} maps joint coordinates; this model has absolute ones")
 
     def to_qpos(self, q: ArrayLike) -> Array:
-        """MuJoCo's `qpos` of q, shape (..., nq): the same order, quaternions normalised."""
-        self._joint_coordinates_only("to_qpos")
-        return jnp.vectorize(self.tree.normalized, signature="(n)->(n)")(jnp.asarray(q))
+        """MuJoCo's `qpos` of q, shape (..., nq): the same order, quaternions normalised.
+        With absolute coordinates (`jaxmbs.io.absolute.joint_positions`) a hinge's angle is
+        read in (q_ref − π, q_ref + π] and unwrapped along the axis before the last (a
+        trajectory's time axis, steps below π), so it runs on past ±π as MuJoCo's does."""
+        if self.coordinates == JOINTS:
+            return jnp.vectorize(self.tree.normalized, signature="(n)->(n)")(jnp.asarray(q))
+        if self.absolute_positions is None:
+            raise ValueError(
+                "to_qpos: the three hinges composed into a Spherical have no single angles "
+                "(use the joint coordinates)"
+            )
+        qpos = jnp.vectorize(self.absolute_positions, signature="(n)->(m)")(jnp.asarray(q))
+        hinges = np.array([j.qadr for j in self.tree.joints if j.kind == HINGE], dtype=int)
+        if qpos.ndim < 2 or hinges.size == 0:
+            return qpos
+        return qpos.at[..., hinges].set(jnp.unwrap(qpos[..., hinges], axis=-2))
 
     def to_qvel(self, q: ArrayLike, qd: ArrayLike) -> Array:
         """MuJoCo's `qvel` of (q, q̇), shape (..., nv): ω = 2 G(e) ė for quaternions."""
@@ -197,13 +214,15 @@ def from_mjcf(
       get u = 0), or one callable `(t, q, qd, p) -> (n_actuators,)` in the file's order.
       Default: all u = 0 (a `position` servo then holds its target 0). Actuators on a hinge
       or slide joint without activation dynamics are modelled (`jaxmbs.io.tree.Actuator`);
-      others are left out.
+      others are left out. A callable receives the mechanism's coordinates (with
+      `coordinates="absolute"`, the bodies' absolute ones).
     - `coordinates`: `"joints"` (default): MuJoCo's `qpos`, the loop closures as
       constraints; or `"absolute"`: an Euler-parameter body per moving body with the joints
       and the `connect`, `weld` and `joint` closures as constraints (`jaxmbs.io.absolute`;
       a slice of the elements: one joint per body or two orthogonal hinges, a hinge and a
-      slide along one axis, three hinges at one anchor; hinge and slide springs and
-      dampers; no armature or actuators — others are refused naming them).
+      slide along one axis, three hinges at one anchor, orthogonal slides with at most one
+      hinge normal to them; hinge and slide springs, dampers, armature and actuators; ball
+      and free joints' dampers and armature — others are refused naming them).
 
     **Returns:** an [`ImportedModel`][jaxmbs.io.ImportedModel]: the mechanism in joint
     coordinates (MuJoCo's `qpos`, quaternions with their normalisation rows), the loop
@@ -434,16 +453,16 @@ def _import(
     qpos, qvel = _initial_state(mujoco, model, label, keyframe)
     q0 = jnp.asarray(qpos)
     qd0 = tree.rates(q0, jnp.asarray(qvel))
+    control = _control_function(label, tree, controls)
     if coordinates == ABSOLUTE:
         q_ref = jnp.asarray(np.concatenate([j.ref for j in joints])) if joints else q0
-        mech, moving = absolute_mechanism(tree, params, q_ref, label)
+        mech, moving, positions = absolute_mechanism(tree, params, q_ref, label, control)
         q_abs, qd_abs = absolute_state(tree, moving, q0, qd0)
         geometry = Geometry(body_names, geoms, body_frames(tree, moving, q_ref))
         return ImportedModel(
             mech.with_drawings(geometry), jnp.asarray(q_abs), jnp.asarray(qd_abs), report, tree,
-            ABSOLUTE, moving, geometry,
+            ABSOLUTE, moving, geometry, positions,
         )  # fmt: skip
-    control = _control_function(label, tree, controls)
     geometry = Geometry(body_names, geoms, tree.frames)
     mech = _mechanism(tree, params, q0, control, geometry)
     return ImportedModel(mech, q0, qd0, report, tree, geometry=geometry)
