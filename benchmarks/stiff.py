@@ -10,6 +10,13 @@ step control against Kvaerno5 with the exact Newton, at tolerances that bracket 
 accuracy (errors of the final q against Dopri8 at 1e-12).
 `newton_iteration_cost`: one generalized-α Newton iteration (S assembled, factorised,
 solved) on the stiff chain, banded against dense (`AbstractAlgebra.newton_system`).
+`flyball_order`: generalized-α's order by step halving on the flyball governor
+(`jaxmbs.models.flyball`, ρ∞ = 0.8, 0.2 s): errors of q, q̇, q̈ and λ against Kvaerno5 at
+rtol = atol = 1e-12, |Φ| at every output, one compiled program for every step (`dt0` traced).
+`flyball_batch`: a vmapped batch of B governors (initial spins 2π … 2.5π rad/s), generalized-α
+at constant steps against Kvaerno5 (exact Newton, adaptive) at two tolerances: time per
+sample, compile time, steps, error of the nominal sample (B = 1024 where JAX sees a GPU,
+else 16).
 `jacobian_cost`: one right-hand side of the reduced ODE (`qr`, all coordinates) against its
 exact Jacobian by forward-mode autodiff (what Newton's method evaluates every iteration), on
 chains of N links (n = 3N coordinates, a state of 2n): the cost per step and how it grows.
@@ -40,7 +47,7 @@ from jaxmbs.integrate.generalized_alpha import (  # noqa: E402
 )
 from jaxmbs.integrate.stabilization import NoStabilization  # noqa: E402
 from jaxmbs.integrate.state_space import AllCoordinates  # noqa: E402
-from jaxmbs.models import chain, spring_pendulum  # noqa: E402
+from jaxmbs.models import chain, flyball, spring_pendulum  # noqa: E402
 
 from .core import compiled, median_time  # noqa: E402
 
@@ -167,6 +174,105 @@ def newton_iteration_cost(links=(10, 50), repeats: int = 20) -> list[dict]:
     return rows
 
 
+#: The governor's generalized-α runs: span, outputs (step ends of every step), the halved
+#: steps, and from when q̇ (and q̈, λ) are compared: after the stiff springs' start-up
+#: transient, which ρ∞ = 0.8 damps by ~0.8 per step.
+FLYBALL = {
+    "T": 0.2, "outputs": 21, "steps": (2e-3, 1e-3, 5e-4, 2.5e-4),
+    "from": {"q": 0.0, "qd": 0.05, "qdd": 0.1, "multipliers": 0.1},
+}  # fmt: skip
+
+
+def _flyball_ga(mech, q0, qd0, h, **options) -> jaxmbs.Solution:
+    """Generalized-α (ρ∞ = 0.8) on the governor over `FLYBALL`'s span at the constant step h."""
+    return jaxmbs.simulate(
+        mech, q0, qd0, (0.0, FLYBALL["T"]), solver=jaxmbs.GeneralizedAlpha(rho_inf=0.8),
+        stepsize_controller=diffrax.ConstantStepSize(), dt0=h, stabilization="none",
+        rank_rtol=None, max_steps=10**5, **options,
+    )  # fmt: skip
+
+
+def flyball_order() -> dict:
+    """Step halving on the governor: each step's run time, max |Φ| over the outputs and the
+    largest error of q, q̇, q̈, λ (from `FLYBALL["from"]` on) against Kvaerno5 at
+    rtol = atol = 1e-12 (not a fine generalized-α run: its q̈ and λ are fixed by the
+    positions only to ~ε|q|/β', 3e-4 in q̈ at h = 1e-5); the reference's final q."""
+    mech = flyball.flyball()
+    q0, qd0 = flyball.initial_state(mech)
+    out = np.linspace(0.0, FLYBALL["T"], FLYBALL["outputs"])
+    start = time.perf_counter()
+    sol = jaxmbs.simulate(
+        mech, q0, qd0, (0.0, FLYBALL["T"]), saveat=out, solver=diffrax.Kvaerno5(), rtol=1e-12,
+        atol=1e-12, max_steps=10**6,
+    )  # fmt: skip
+    reference = (sol.q, sol.qd, sol.qdd, sol.multipliers)
+    reference_s, reference_steps = time.perf_counter() - start, int(sol.stats["num_steps"])
+
+    def solve(h):
+        sol = _flyball_ga(mech, q0, qd0, h, saveat=out)
+        return (sol.q, sol.qd, sol.qdd, sol.multipliers), sol.position_residual
+
+    run, compile_s = compiled(solve, jnp.asarray(FLYBALL["steps"][0]))
+    rows = []
+    for h in FLYBALL["steps"]:
+        start = time.perf_counter()
+        outputs, phi = jax.block_until_ready(run(jnp.asarray(h)))
+        row = {"h": h, "time_s": time.perf_counter() - start, "phi": float(jnp.max(phi))}
+        for (name, since), x, x_ref in zip(
+            FLYBALL["from"].items(), outputs, reference, strict=True
+        ):
+            row[name] = float(jnp.max(jnp.abs(x - x_ref)[out >= since]))
+        rows.append(row)
+    return {
+        "compile_s": compile_s, "reference_steps": reference_steps,
+        "reference_s": reference_s, "reference_q": sol.q[-1], "runs": rows,
+    }  # fmt: skip
+
+
+def flyball_batch(reference_q, batch: int | None = None, steps=(1e-3, 5e-4),
+                  tols=(1e-6, 1e-8), repeats: int = 3) -> dict:  # fmt: skip
+    """One vmapped batch of governors (initial spins 2π … 2.5π, the velocities of
+    `flyball.initial_state` scaled), over `FLYBALL`'s span: generalized-α at the constant
+    `steps` and Kvaerno5 (exact Newton) at `tols`, each one program over its step or
+    tolerance (traced); time per sample, compile, the batch's largest step count and the
+    nominal sample's final-q error against `reference_q` (`tol`: the step or tolerance,
+    `time_s`: per sample)."""
+    on_gpu = any(d.platform == "gpu" for d in jax.devices())
+    batch = batch or (1024 if on_gpu else 16)
+    mech = flyball.flyball()
+    q0, qd0 = flyball.initial_state(mech)
+    scales = jnp.linspace(1.0, 1.25, batch)
+
+    def final(sol):
+        return sol.q[-1], sol.stats["num_steps"]
+
+    def ga(scale, h):
+        return final(_flyball_ga(mech, q0, scale * qd0, h))
+
+    def kvaerno(scale, tol):
+        return final(
+            jaxmbs.simulate(
+                mech, q0, scale * qd0, (0.0, FLYBALL["T"]), solver=diffrax.Kvaerno5(), rtol=tol,
+                atol=tol, stabilization="none", rank_rtol=None, max_steps=10**5,
+            )
+        )  # fmt: skip
+
+    rows = []
+    for name, fn, settings in (("GenAlpha", ga, steps), ("Kvaerno5", kvaerno, tols)):
+        batched = jax.vmap(fn, in_axes=(0, None))
+        run, compile_s = compiled(batched, scales, jnp.asarray(settings[0]))
+        for setting in settings:
+            x = jnp.asarray(setting)
+            time_s = median_time(lambda run=run, x=x: run(scales, x), repeats)
+            q1, n_steps = run(scales, x)
+            rows.append({
+                "solver": name, "tol": setting, "compile_s": compile_s,
+                "time_s": time_s / batch, "steps": int(jnp.max(n_steps)),
+                "error": float(jnp.max(jnp.abs(q1[0] - reference_q))),
+            })  # fmt: skip
+    return {"batch": batch, "device": jax.devices()[0].platform, "runs": rows}
+
+
 def _field_cost(n_links: int, repeats: int) -> dict:
     mech = chain.chain(n_links)
     q0, qd0 = chain.initial_state(mech)
@@ -187,15 +293,22 @@ def jacobian_cost(links=(5, 20, 50), repeats: int = 20) -> list[dict]:
     return [_field_cost(n_links, repeats) for n_links in links]
 
 
-def main() -> None:
-    runs = stiff_runs()
-    print(f"{runs['model']}:")
-    for r in runs["runs"]:
+def _print_runs(rows: list[dict], per: str = "") -> None:
+    """One line per run: solver, step (generalized-α at a constant step) or tolerance,
+    steps, time (`per`: of what), compile, error."""
+    for r in rows:
         setting = "h  " if r["solver"] == "GenAlpha" else "tol"
         print(
             f"  {r['solver']:<9} {setting} {r['tol']:.0e}: {r['steps']:>6} steps, "
-            f"{r['time_s'] * 1e3:8.1f} ms, compile {r['compile_s']:.1f} s, error {r['error']:.1e}"
+            f"{r['time_s'] * 1e3:8.1f} ms{per}, compile {r['compile_s']:.1f} s, "
+            f"error {r['error']:.1e}"
         )
+
+
+def main() -> None:
+    runs = stiff_runs()
+    print(f"{runs['model']}:")
+    _print_runs(runs["runs"])
     runs = chain_runs()
     print(f"{runs['model']} (Dopri8 at 1e-12: {runs['reference_steps']} steps):")
     for r in runs["runs"]:
@@ -211,6 +324,27 @@ def main() -> None:
             f"{r['dense_s'] * 1e6:8.1f} µs (compile {r['dense_compile_s']:.1f} s): "
             f"{r['dense_s'] / r['banded_s']:.1f}×"
         )
+    order = flyball_order()
+    print(
+        f"flyball governor, generalized-α ρ∞ = 0.8, {FLYBALL['T']} s, step halving against "
+        f"Kvaerno5 at 1e-12 ({order['reference_steps']} steps, {order['reference_s']:.0f} s "
+        f"with its compile); compile {order['compile_s']:.1f} s, one program for every step; "
+        "errors (slopes):"
+    )
+    previous = None
+    for r in order["runs"]:
+        cells = []
+        for name in FLYBALL["from"]:
+            slope = "" if previous is None else f" ({np.log2(previous[name] / r[name]):.2f})"
+            cells.append(f"{name} {r[name]:.2e}{slope}")
+        print(
+            f"  h {r['h']:.2e}: {', '.join(cells)}; max |Φ| {r['phi']:.0e}, "
+            f"{r['time_s'] * 1e3:.0f} ms"
+        )
+        previous = r
+    batch = flyball_batch(order["reference_q"])
+    print(f"flyball governor, vmapped batch of {batch['batch']} ({batch['device']}):")
+    _print_runs(batch["runs"], " per sample")
     print("exact Jacobian of the reduced ODE (jacfwd) vs one right-hand side, chains:")
     for r in jacobian_cost():
         print(

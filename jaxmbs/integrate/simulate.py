@@ -111,7 +111,7 @@ def simulate(
     solver: diffrax.AbstractSolver | AbstractStepper | None = None,
     stepsize_controller: diffrax.AbstractStepSizeController | None = None,
     params: Params | None = None,
-    dt0: float | None = None,
+    dt0: float | Array | None = None,
     max_steps: int = 100_000,
     adjoint: diffrax.AbstractAdjoint | None = None,
     consistency_tol: float = 1e-6,
@@ -152,7 +152,8 @@ def simulate(
       of the module notes).
     - `params`: parameters replacing the mechanism's (convenient for `jax.grad`); a partial
       mapping replaces only its keys.
-    - `dt0`: initial step (None: chosen automatically).
+    - `dt0`: initial step (None: chosen automatically); an array is traced, so that runs at
+      several constant steps share one compiled program.
     - `max_steps`: step limit.
     - `adjoint`: how gradients are taken (default: reverse mode by the discrete adjoint over
       the forward run's accepted steps, `jaxmbs.DiscreteAdjoint()` — pass
@@ -258,7 +259,7 @@ class _Options(eqx.Module):
     adjoint: diffrax.AbstractAdjoint | DiscreteAdjoint
     progress_meter: diffrax.AbstractProgressMeter
     event: diffrax.Event | None
-    dt0: float | None = eqx.field(static=True)
+    dt0: float | Array | None
     max_steps: int = eqx.field(static=True)
     consistency_tol: float = eqx.field(static=True)
     rank_rtol: float | None = eqx.field(static=True)
