@@ -213,18 +213,19 @@ def test_multipliers_equal_kkt_at_the_same_state(four_bar, runs):
 
 def test_gradients_against_central_differences(four_bar):
     """d(crank angle and a multiplier at 0.1 s)/d(masses, g): reverse mode (the discrete
-    adjoint through the implicit Newton derivative) and forward mode against central
-    differences."""
+    adjoint through the implicit Newton derivative), with the step given as an array (traced:
+    the recorded step times stay decisions), and forward mode with the step a float, against
+    central differences."""
     mech, q0, qd0 = four_bar
     names = ("m2", "m3", "g")
     base = jnp.asarray([mech.params[k] for k in names])
 
-    def loss(x, adjoint=None):
+    def loss(x, adjoint=None, h=5e-3):
         params = dict(zip(names, x, strict=True))
-        sol = _ga(mech, q0, qd0, 0.1, 5e-3, 0.8, None, params=params, adjoint=adjoint)
+        sol = _ga(mech, q0, qd0, 0.1, h, 0.8, None, params=params, adjoint=adjoint)
         return sol.q[-1, 2] + 1e-3 * sol.multipliers[-1, 0]
 
-    reverse = jax.jit(jax.grad(loss))(base)
+    reverse = jax.jit(jax.grad(loss), static_argnums=1)(base, None, jnp.asarray(5e-3))
     # Forward mode and the central differences' values from one compiled program.
     jvp = jax.jit(lambda x, v: jax.jvp(lambda y: loss(y, diffrax.ForwardMode()), (x,), (v,)))
     step = 1e-4 * np.abs(np.asarray(base))
