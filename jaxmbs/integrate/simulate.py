@@ -283,16 +283,22 @@ def _adjoint(
     if not _forward_tangents(inputs):
         if adjoint is not None:
             return adjoint
-        if event is not None and event.root_finder is not None:
-            return diffrax.RecursiveCheckpointAdjoint()
-        return DiscreteAdjoint()
-    if adjoint is None or isinstance(adjoint, _FORWARD_CAPABLE):
-        return diffrax.ForwardMode() if adjoint is None else adjoint
+        return diffrax.RecursiveCheckpointAdjoint() if _root_located(event) else DiscreteAdjoint()
+    if adjoint is None:
+        return diffrax.ForwardMode()
+    if isinstance(adjoint, _FORWARD_CAPABLE):
+        return adjoint
     raise TypeError(
         f"forward-mode differentiation (jax.jvp, jax.jacfwd) cannot pass through "
         f"adjoint={type(adjoint).__name__}(), a reverse-mode rule; pass "
         f"adjoint=diffrax.ForwardMode(), or leave adjoint unset and simulate chooses it"
     )
+
+
+def _root_located(event: diffrax.Event | None) -> bool:
+    """Whether the run's end may be an event's time located by a root finder, inside a
+    step (else the run ends at a step's end)."""
+    return event is not None and event.root_finder is not None
 
 
 #: The diffrax adjoints that forward-mode differentiation passes through.
@@ -693,9 +699,7 @@ def _solve(
     held = _held_past(past, (ts, ys), (t_final, final))
     # Without output times the one output is where the run ended: a step's end (already
     # projected), unless an event's root finder located the end inside a step.
-    interpolated = saveat is not None or (
-        options.event is not None and options.event.root_finder is not None
-    )
+    interpolated = saveat is not None or _root_located(options.event)
     q, qd, qdd, lam, res_phi, res_c, energy = _outputs(
         mechanism, space, options.stabilization, params, *held, interpolated
     )
