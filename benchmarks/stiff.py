@@ -149,7 +149,7 @@ def _newton_iteration(mech, q0, qd0):
     y0, _ = space.initial_state(mech, q0, qd0, 0.0, mech.params, 1e-8)
     n, h = mech.n, 1e-3
     qdd = y0[2 * n : 3 * n]
-    theta = (h, h, q0, qd0, qdd, qdd, mech.params)
+    theta = (h, h, q0, qd0, qdd, qdd, mech.params, None)
 
     def iteration(x):
         r, solve = newton_system(equations, x, theta)
