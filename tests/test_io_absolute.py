@@ -17,6 +17,7 @@ from jaxmbs.model.joints.orientation import euler_parameters
 
 mujoco = pytest.importorskip("mujoco")
 import jaxmbs.io  # noqa: E402  (after the skip: the tests need mujoco)
+from jaxmbs.io.absolute import rotation_vector  # noqa: E402
 
 CARTPOLE = Path(__file__).resolve().parents[1] / "models" / "mjcf" / "cartpole.xml"
 
@@ -150,11 +151,16 @@ def _kinematics(mechanism, frames, q, qd, t, params):
     return pose, velocity, jax.tree.map(jnp.add, curvature, along)
 
 
-def _assert_same_accelerations(joint, absolute, qpos, qvel, t: float = 0.0) -> float:
-    """Both imports at MuJoCo's state (qpos, qvel) and time t: every body's frame (x and R),
-    its rate and its acceleration the same to 1e-10 of their scale; returns the largest
-    difference of the accelerations over their scale."""
-    j, a = (_frame_accelerations(imported, qpos, qvel, t) for imported in (joint, absolute))
+def _assert_same_accelerations(
+    joint, absolute, qpos, qvel, t: float = 0.0, changes: dict | None = None
+) -> float:
+    """Both imports at MuJoCo's state (qpos, qvel) and time t (their parameters with
+    `changes`): every body's frame (x and R), its rate and its acceleration the same to
+    1e-10 of their scale; returns the largest difference of the accelerations over their
+    scale."""
+    j, a = (
+        _frame_accelerations(imported, qpos, qvel, t, changes) for imported in (joint, absolute)
+    )
     for kind, (vj, va) in zip(("x", "R", "ẋ", "Ṙ", "ẍ", "R̈"), zip(j, a, strict=True), strict=True):
         scale = max(float(np.max(np.abs(vj))), 1.0)
         assert np.max(np.abs(va - vj)) <= 1e-10 * scale, (kind, np.max(np.abs(va - vj)))
@@ -441,6 +447,148 @@ def test_ball_and_free_joint_dampers_and_armature_as_in_joint_coordinates():
     assert gap <= 1e-13
 
 
+#: Springs on ball and free joints: a hinge to the world carrying a ball (spring, damper,
+#: armature), a ball under a static mount (spring; the mount massless: an absolute import
+#: leaves a static body's constant gravity potential out), a free body (spring, damper,
+#: armature; its geom off its frame's origin); contacts off, so `mj_forward` is the dynamics.
+SPRUNG = """
+<mujoco>
+  <option gravity="0.5 -1 -9.81"><flag contact="disable"/></option>
+  <worldbody>
+    <body name="upper" pos="0 0 1">
+      <joint name="shoulder" axis="0 1 0" damping="0.1" stiffness="1" springref="20"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+      <body name="lower" pos="0.3 0 0" euler="10 20 30">
+        <joint name="elbow" type="ball" pos="0.01 0 0" damping="0.2" armature="0.01"
+               stiffness="3"/>
+        <geom type="capsule" fromto="0 0 0 0.25 0.05 0" size="0.025"/>
+      </body>
+    </body>
+    <body name="mount" pos="0 -0.3 1" euler="20 0 10">
+      <body name="pendant" pos="0.05 0 0" euler="0 30 0">
+        <joint name="neck" type="ball" pos="0 0 0.05" stiffness="2"/>
+        <geom type="box" size="0.04 0.03 0.15" pos="0 0.01 -0.1"/>
+      </body>
+    </body>
+    <body name="drone" pos="0.5 0.5 1" euler="5 10 15">
+      <joint name="float" type="free" damping="0.3" armature="0.02" stiffness="2"/>
+      <geom type="box" size="0.1 0.05 0.02" pos="0.02 0.01 0"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+def _axis_angle_quaternion(axis, angle: float) -> np.ndarray:
+    axis = np.asarray(axis, float) / np.linalg.norm(axis)
+    return np.concatenate([[np.cos(angle / 2)], np.sin(angle / 2) * axis])
+
+
+@eqx.filter_jit
+def _mujoco_rates(imported, q, qd, params):
+    """MuJoCo's (qvel, qacc) read off an import's state (q, q̇) and its q̈ with `params`:
+    `to_qvel` and its rate along (q̇, q̈)."""
+    qdd = jaxmbs.accelerations(imported.mechanism, q, qd, 0.0, params)
+    return jax.jvp(imported.to_qvel, (q, qd), (qd, qdd))
+
+
+def test_rotation_vector_is_mujocos_subquat():
+    """`jaxmbs.io.absolute.rotation_vector` of qb⁻¹ ⊗ qa is MuJoCo's `mju_subQuat(qa, qb)`
+    (the shorter rotation, |θ| ≤ π) for random pairs, either quaternion negated, pairs a
+    hair's breadth from π apart (w of either sign) and 1e-9 rad apart (measured 8.9e-16; the
+    rotation vector of qa ⊗ qb⁻¹, the other order, is up to 5.7 off), and ½|θ|² has a
+    finite gradient, zero, where qa = qb."""
+    rng = np.random.default_rng(11)
+    pairs = []
+    for _ in range(60):
+        qa, qb = (x / np.linalg.norm(x) for x in rng.standard_normal((2, 4)))
+        pairs += [(qa, qb), (-qa, qb), (qa, -qb)]
+    for angle in (np.pi - 1e-7, np.pi + 1e-7, 1e-9, -1e-9):
+        qb = rng.standard_normal(4)
+        qb /= np.linalg.norm(qb)
+        turn = _axis_angle_quaternion(rng.standard_normal(3), angle)
+        qa = np.zeros(4)
+        mujoco.mju_mulQuat(qa, qb, turn)
+        pairs += [(qa, qb), (-qa, qb)]
+    ours, theirs, swapped = [], [], []
+    for qa, qb in pairs:
+        res, d, e = np.zeros(3), np.zeros(4), np.zeros(4)
+        mujoco.mju_subQuat(res, qa, qb)
+        mujoco.mju_mulQuat(d, qb * np.array([1.0, -1, -1, -1]), qa)
+        mujoco.mju_mulQuat(e, qa, qb * np.array([1.0, -1, -1, -1]))
+        ours.append(d)
+        swapped.append(e)
+        theirs.append(res)
+    vectors = jax.jit(jax.vmap(rotation_vector))
+    gap = float(np.max(np.abs(vectors(jnp.asarray(np.array(ours))) - np.array(theirs))))
+    other = float(np.max(np.abs(vectors(jnp.asarray(np.array(swapped))) - np.array(theirs))))
+    print(f"rotation vectors {gap:.2g} from mju_subQuat's (the other order: {other:.2g})")
+    assert gap <= 1e-14
+    assert other >= 0.1
+    identity = jnp.array([1.0, 0.0, 0.0, 0.0])
+    grad = jax.grad(lambda d: 0.5 * jnp.sum(rotation_vector(d) ** 2))(identity)
+    assert np.all(np.isfinite(np.asarray(grad))) and float(jnp.max(jnp.abs(grad))) == 0.0
+
+
+def test_ball_and_free_joint_springs_are_mujocos():
+    """MuJoCo's ball and free joint springs in absolute coordinates (a force element of the
+    rotation vector of qpos_spring⁻¹ ⊗ quat, the free joint's x − x_ref before it), with
+    springrefs other than qpos0 (the elbow's turned 2.5 rad, the neck's 1 rad, in MuJoCo's
+    `qpos_spring` and in both imports' parameters; at the state they are 2.0 and 1.4 rad
+    off, the free body 0.8 rad). At a random moving state: the potential energy is MuJoCo's
+    `mj_energyPos` (gravity and springs) in both imports (measured 0 of 45 J, the springs'
+    share 9 J); MuJoCo's qacc, read off the absolute state's q̈ by the rate of `to_qvel`,
+    equals `mj_forward`'s (measured 2.8e-13 of its scale 380; the joint coordinates'
+    3.4e-13); every body's frame, its rate and its acceleration are those of the joint
+    coordinates (accelerations 8.6e-16 of their scale). One spring negated in absolute
+    coordinates moves qacc by 2.1 (elbow), 0.78 (neck), 0.31 (free body) of its scale."""
+    joint, absolute = _pair(SPRUNG)
+    assert {type(e).__name__ for e in absolute.mechanism.elements.elements} == {
+        "RotationalSpringDamper",
+        "_QuaternionSpring",
+    }
+    references = {
+        "elbow": _axis_angle_quaternion([1.0, 2.0, -0.5], 2.5),
+        "neck": _axis_angle_quaternion([0.3, -1.0, 0.2], 1.0),
+    }
+    model = mujoco.MjModel.from_xml_string(SPRUNG)
+    model.opt.enableflags |= int(mujoco.mjtEnableBit.mjENBL_ENERGY)
+    changes = {}
+    for name, r in references.items():
+        j = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, name)
+        model.qpos_spring[model.jnt_qposadr[j] : model.jnt_qposadr[j] + 4] = r
+        changes[f"{name}.springref"] = jnp.asarray(r)
+    qpos, qvel = _random_state(joint, 2, 0.4, speed=2.0)
+    data = mujoco.MjData(model)
+    data.qpos[:], data.qvel[:] = qpos, qvel
+    mujoco.mj_forward(model, data)
+    scale = float(np.max(np.abs(data.qacc)))
+    stiffness = {k: joint.mechanism.params[f"{k}.stiffness"] for k in ("elbow", "neck", "float")}
+    for imported in (joint, absolute):
+        q, qd = imported.from_qpos(qpos, qvel)
+        params = jax.tree.map(jnp.asarray, {**imported.mechanism.params, **changes})
+        energy = jax.jit(imported.mechanism.potential_energy)
+        V = float(energy(q, params))
+        unsprung = {**params, **{f"{k}.stiffness": jnp.asarray(0.0) for k in stiffness}}
+        springs = V - float(energy(q, unsprung))
+        print(f"{imported.coordinates}: V {abs(V - data.energy[0]):.2g} of {V:.2g} J")
+        assert abs(V - data.energy[0]) <= 1e-13 * abs(data.energy[0])
+        assert springs >= 1.0  # the springs' share, far above the tolerance
+        qvel_back, qacc = _mujoco_rates(imported, q, qd, params)
+        gap = float(np.max(np.abs(qacc - data.qacc)))
+        print(f"{imported.coordinates}: qacc {gap:.2g} of {scale:.2g}, springs {springs:.2g} J")
+        assert np.max(np.abs(qvel_back - qvel)) <= 1e-14 * np.max(np.abs(qvel))
+        assert gap <= 1e-12 * scale
+    assert _assert_same_accelerations(joint, absolute, qpos, qvel, changes=changes) <= 1e-13
+    q, qd = absolute.from_qpos(qpos, qvel)
+    params = jax.tree.map(jnp.asarray, {**absolute.mechanism.params, **changes})
+    for name, k in stiffness.items():
+        negated = {**params, f"{name}.stiffness": jnp.asarray(-k)}
+        change = float(np.max(np.abs(_mujoco_rates(absolute, q, qd, negated)[1] - data.qacc)))
+        print(f"{name}'s spring negated: qacc moves by {change / scale:.2g} of its scale")
+        assert change >= 0.01 * scale
+
+
 def test_armature_is_the_kinetic_energy_of_the_joint_rate():
     """cartpole.xml: the cart's slide has armature (and a damper), the pole's hinge a spring
     and a damper. At the keyframe the kinetic energy is MuJoCo's to round-off (0; the
@@ -521,6 +669,78 @@ def test_actuators_drive_the_bodies_as_in_joint_coordinates():
         assert change >= least
 
 
+def test_a_hinge_spring_is_mujocos_within_pi_of_qpos0():
+    """The documented limit of a hinge's spring in absolute coordinates: its angle is read
+    off the bodies' poses, the same at q and q + 2π, so it holds in (q_ref − π, q_ref + π]
+    (q_ref = `qpos0`, here a `ref` of 30°, the spring's rest at 100°). Just inside the
+    window the potential energy is MuJoCo's `mj_energyPos`; just past it, it is MuJoCo's
+    at q − 2π (measured 0 and 0, of 11 and 19 J), 2π k (π − (q − q_spring)) = 7.6 J from
+    MuJoCo's at q (7.7 J, 2π k |q_spring − q_ref|, as q → q_ref + π), and the spring's
+    torque has jumped by 2π k less the step across."""
+    xml = """
+    <mujoco><worldbody><body name="arm" pos="0 0 1">
+      <joint name="h" axis="0 1 0" ref="30" stiffness="1" springref="100"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+    </body></worldbody></mujoco>"""
+    absolute = jaxmbs.io.from_mjcf(xml, coordinates="absolute")
+    model = mujoco.MjModel.from_xml_string(xml)
+    model.opt.enableflags |= int(mujoco.mjtEnableBit.mjENBL_ENERGY)
+    data = mujoco.MjData(model)
+    q_ref, q_spring = model.qpos0[0], model.qpos_spring[0]
+
+    def mujocos(qpos: float) -> float:
+        data.qpos[0] = qpos
+        mujoco.mj_forward(model, data)
+        return float(data.energy[0])
+
+    mech = absolute.mechanism
+    energy = jax.jit(lambda q: mech.potential_energy(q, mech.params))
+    torque = jax.jit(lambda q: mech.elements.forces(0.0, q, jnp.zeros_like(q), mech.params)["h"])
+    inside, past = q_ref + np.pi - 0.01, q_ref + np.pi + 0.01
+    (qi, _), (qp, _) = (absolute.from_qpos(np.array([x])) for x in (inside, past))
+    gaps = (
+        abs(float(energy(qi)) - mujocos(inside)),
+        abs(float(energy(qp)) - mujocos(past - 2 * np.pi)),
+    )
+    off = abs(float(energy(qp)) - mujocos(past))
+    jump = abs(float(torque(qp)) - float(torque(qi)))
+    print(
+        f"V inside {gaps[0]:.2g}, past (MuJoCo's at q − 2π) {gaps[1]:.2g}; off {off:.2g} J, "
+        f"torque jump {jump:.2g}"
+    )
+    assert max(gaps) <= 1e-13 * abs(mujocos(inside))
+    k = float(model.jnt_stiffness[0])  # ½ k ((x − 2π)² − x²) at x = past − q_spring
+    np.testing.assert_allclose(off, 2 * np.pi * k * (np.pi - (past - q_spring)), rtol=1e-12)
+    np.testing.assert_allclose(jump, k * (2 * np.pi - (past - inside)), rtol=1e-12)
+
+
+def test_to_qvel_reads_mujocos_qvel_off_the_bodies(composed):
+    """`to_qvel` in absolute coordinates: at a random MuJoCo state of the actuated cart (a
+    slide on an inclined rail, a hinge with a `ref`, a universal joint whose second angle is
+    read with a sign) and of the slides (three on a block, a hinge then two turning slides
+    on a tray), `to_qvel(from_qpos(qpos, qvel))` is qvel (measured 4.4e-16 in both, qvel's
+    components each at least 0.18 in size: a rate of the wrong sign or in the wrong frame
+    would be that far off), one state or a batch; a ball's and a free joint's qvel and its
+    rate, qacc, are checked against MuJoCo in `test_ball_and_free_joint_springs_are_mujocos`.
+    A three-hinge Spherical's hinges have no single rates: refused."""
+    for xml in (ACTUATED, SLIDING):
+        absolute = jaxmbs.io.from_mjcf(xml, coordinates="absolute")
+        rng = np.random.default_rng(6)
+        nq, nv = absolute.tree.nq, absolute.tree.nv
+        qpos = np.asarray(absolute.to_qpos(absolute.q0)) + 0.3 * rng.standard_normal(nq)
+        qvel = rng.standard_normal((2, nv))
+        assert np.min(np.abs(qvel)) >= 0.1  # every rate counts
+        q, qd = zip(*(absolute.from_qpos(qpos, v) for v in qvel), strict=True)
+        back = np.asarray(absolute.to_qvel(jnp.stack(q), jnp.stack(qd)))
+        assert back.shape == (2, nv)
+        gap = float(np.max(np.abs(back - qvel)))
+        print(f"to_qvel: {gap:.2g} from MuJoCo's qvel")
+        assert gap <= 1e-14 * np.max(np.abs(qvel))
+        np.testing.assert_allclose(absolute.to_qvel(q[0], qd[0]), back[0], rtol=0, atol=1e-15)
+    with pytest.raises(ValueError, match="to_qvel: the three hinges composed into a Spherical"):
+        composed[1].to_qvel(composed[1].q0, composed[1].qd0)
+
+
 def _keyframe(path: Path) -> tuple[np.ndarray, np.ndarray]:
     model = mujoco.MjModel.from_xml_path(str(path))
     return model.key_qpos[0], model.key_qvel[0]
@@ -571,10 +791,6 @@ GIMBAL += '<joint name="g3" axis="0 0 1"/>'
         (
             _one_body('<joint name="s" type="slide" axis="1 0 0"/><joint name="b" type="ball"/>'),
             r"body 'arm''s joints \['s \(slide\)', 'b \(ball\)'\]",
-        ),
-        (
-            _one_body('<joint name="b" type="ball" stiffness="1"/>'),
-            "the spring of ball joint 'b'",
         ),
         (
             _one_body(GIMBAL.replace('name="g2"', 'name="g2" damping="1"')),

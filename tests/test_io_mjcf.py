@@ -138,7 +138,7 @@ def test_absolute_coordinates_move_the_bodies_as_the_joint_coordinates_do():
     """coordinates="absolute" (an Euler-parameter body per moving body, the joints as
     constraints, the hinge's damper and spring as a RotationalSpringDamper): at a random
     state the centres of mass accelerate as in joint coordinates (measured 3.6e-15 of 9.9),
-    and `to_qpos` reads that state's qpos back."""
+    and `to_qpos` and `to_qvel` read that state's qpos and qvel back."""
     joint = jaxmbs.io.from_mjcf(ABSOLUTE)
     absolute = jaxmbs.io.from_mjcf(ABSOLUTE, coordinates="absolute")
     groups = dict(absolute.mechanism.constraint_groups)
@@ -173,8 +173,10 @@ def test_absolute_coordinates_move_the_bodies_as_the_joint_coordinates_do():
         w = j.qadr + (3 if j.kind == "free" else 0)
         back[w : w + 4] *= np.sign(back[w] * q[w])
     np.testing.assert_allclose(back, q, rtol=0, atol=1e-14)
+    qvel = np.asarray(joint.to_qvel(q, qd))  # MuJoCo's qvel, read back off the bodies
+    np.testing.assert_allclose(absolute.to_qvel(qa, qda), qvel, rtol=0, atol=1e-14)
     with pytest.raises(ValueError, match="this model has absolute ones"):
-        absolute.to_qvel(qa, qda)
+        absolute.closure_forces(jnp.zeros(absolute.mechanism.n_holonomic))
 
 
 @pytest.mark.parametrize(

@@ -35,9 +35,19 @@ negated). A hinge's damper and spring become a `RotationalSpringDamper`, a slide
 `AxialSpringDamper`, along that coordinate (free at springref − ref). A `connect` becomes a
 `Spherical`, a `weld` a `Fixed` (6 rows: the anchor points and vee(½(E − Eᵀ)) with MuJoCo's
 E = (R₂F₂)ᵀ R₁F₁ R_rel, the frames F carried into the principal ones), a `joint` equality
-θ₁ − Σ cₖ θ₂ᵏ = 0 on the coordinates of its joints (`_JointEquality`). The relative angles
-lie in (−π, π]: a hinge's spring and a joint equality hold while its angle stays within π
-of its reference (a joint equality then meets a jump: the simulation stops).
+θ₁ − Σ cₖ θ₂ᵏ = 0 on the coordinates of its joints (`_JointEquality`).
+
+A hinge's relative angle is read off the bodies' poses, which are the same at q and q + 2π:
+θ lies in (−π, π] (q in (q_ref − π, q_ref + π], q_ref its `qpos0`). MuJoCo's spring
+½ k (q − q_spring)², a position actuator's force and a joint equality's polynomial are not
+2π-periodic in q, so no function of the absolute coordinates alone (a force element has no
+state to count turns) equals them past that window: there they act as at q ∓ 2π (the
+spring's torque jumps by 2π k where q crosses q_ref ± π, its potential by
+2π k |q_spring − q_ref|, so the energy is not conserved across it), an actuator whose force
+depends on its length (a position servo) likewise, and a joint equality's row jumps (the
+simulation stops). A damper, the armature and a motor's force act on θ̇ or not on θ at all,
+exact everywhere; `to_qpos` unwraps θ along a trajectory, so a run can be checked against
+the window (`docs/io.md`).
 
 MuJoCo adds a joint's armature a to its coordinate's diagonal of the mass matrix: the
 kinetic energy ½ a ⊙ v² of the joint's `qvel` v, no body's inertia. With v read off the
@@ -48,6 +58,16 @@ to the builder as `added_kinetic_energy` (`_quadratic_form`; for the joints whos
 is not zero in the file, so a zero `"<joint>.armature"` stays zero). A ball's or free
 joint's damping −c ⊙ v is the generalized force −∂D/∂q̇ of D = ½ Σ c ⊙ v² (`_damping`).
 
+A ball's spring, and a free joint's, is MuJoCo's (`mj_passive`, `mj_energyPos`): the potential
+½ k |θ|² of the rotation vector θ of r⁻¹ ⊗ e (`mju_subQuat`, the shorter rotation, |θ| ≤ π;
+`rotation_vector`), e the joint's quaternion read off the bodies (as `to_qpos` reads it), r
+its `qpos_spring` (the parameter `"<joint>.springref"`); a free joint's adds ½ k |x − x_ref|²
+of its position x (its body's frame origin). It is a force element between the joint's two
+bodies (`_QuaternionSpring`) whose force is −∂V/∂q, MuJoCo's −k θ on the joint's `qvel`
+(the rotation vector's Jacobian J(θ) has J(θ)ᵀθ = θ); a function of the relative rotation,
+unlike a hinge's spring it is exact at every pose (its potential is MuJoCo's, continuous,
+with the cut at |θ| = π where MuJoCo's force reverses too).
+
 An actuator on a hinge or slide (`jaxmbs.io.tree.Actuator`) applies its generalized force
 Q_θ = g f along its joint's coordinate; in absolute coordinates that is the body
 force/torque pair Q = (∂θ/∂q)ᵀ Q_θ (the virtual work Q_θ δθ, one vjp of θ(q)), with f
@@ -57,11 +77,14 @@ coordinates.
 
 Back to MuJoCo's `qpos` (`joint_positions`, `ImportedModel.to_qpos`): each hinge's and
 slide's θ + q_ref, each ball's and free joint's quaternion composed from the bodies' Euler
-parameters; a hinge's angle comes in (q_ref − π, q_ref + π] and `to_qpos` unwraps it along
-a trajectory.
+parameters (`joint_quaternions`); a hinge's angle comes in (q_ref − π, q_ref + π] and
+`to_qpos` unwraps it along a trajectory. Back to MuJoCo's `qvel` (`joint_velocities`,
+`ImportedModel.to_qvel`): each joint's rates as the armature reads them — a hinge's or
+slide's θ̇, a ball's ω relative to its parent in its body's frame, a free joint's origin
+velocity (world frame) and ω (its body's frame); MuJoCo's `qacc` is their rate.
 
 Refused with a `ValueError` naming them: other combinations of joints on one body, the
-springs of balls and free joints, the armature, damping and springs of the three hinges of
+armature, damping and springs of the three hinges of
 a Spherical (which have no single angle), joint equalities and actuators on those hinges.
 """
 
@@ -262,16 +285,104 @@ class _QuaternionRates:
         return jnp.concatenate([origin, turning])
 
 
+def rotation_vector(d: Array) -> Array:
+    """MuJoCo's `mju_quat2Vel` of the quaternion d (normalised here): the rotation vector θ
+    of the rotation d, the shorter way (|θ| ≤ π): with (w, u) = d/|d|, θ = σ 2 atan2(|u|,
+    |w|) u/|u|, σ = −1 where w < 0 (MuJoCo's angle 2 atan2(|u|, w) − 2π there), else 1; near
+    θ = 0 the series σ 2u/|w|, so that its derivatives are finite there."""
+    d = d / jnp.sqrt(d @ d)
+    w, u = d[0], d[1:]
+    s2 = u @ u
+    small = s2 < 1e-16
+    s = jnp.sqrt(jnp.where(small, 1.0, s2))
+    angle_over_s = jnp.where(small, 1.0 / jnp.abs(w), jnp.arctan2(s, jnp.abs(w)) / s)
+    return jnp.where(w < 0, -2.0, 2.0) * angle_over_s * u
+
+
+@dataclasses.dataclass(frozen=True)
+class _QuaternionSpring:
+    """MuJoCo's spring of a ball joint, or of a free joint, as a force element between its
+    body's parent (`body_i`, None: the ground) and its body (`body_j`). Its deformation δ is
+    the rotation vector θ of r⁻¹ ⊗ e (`rotation_vector`; MuJoCo's `mju_subQuat(e, r)`): e
+    the joint's quaternion read off the absolute coordinates (`quaternion`, as `to_qpos`
+    reads it), r its springref (MuJoCo's `qpos_spring`); a free joint's δ is preceded by its
+    position x (`origin`: its body's frame origin) less the springref's x_ref. The potential
+    is MuJoCo's (`mj_energyPos`), V = ½ k |δ|²; its force −∂V/∂q is MuJoCo's −k θ on the
+    joint's `qvel` (−k (x − x_ref) on the free joint's translation) as the bodies' force and
+    torque: with ω the joint's angular velocity in its body's frame, θ̇ = J⁻¹(θ) ω and
+    J⁻ᵀ(θ) θ = θ, so V's derivative along ω is k θᵀω. No damping: a ball's and a free
+    joint's dampers act on their `qvel` (`_damping`). The shape of a `forces` element:
+    `force` is f = k δ (δ's shape), `potential` V, no non-conservative part."""
+
+    name: str
+    joint: TreeJoint
+    body_i: int | None
+    body_j: int
+    quaternion: Callable[[Array], Array]
+    origin: Callable[[Array], Array] | None = None
+    dimensions: ClassVar[tuple[int, ...]] = (3,)
+
+    @property
+    def bodies(self) -> tuple[int | None, ...]:
+        return (self.body_i, self.body_j)
+
+    def _keys(self) -> dict[str, tuple[str, tuple[int, ...]]]:
+        size = 7 if self.joint.kind == FREE else 4
+        return {
+            "stiffness": (param_key(self.joint.name, "stiffness"), ()),
+            "springref": (param_key(self.joint.name, "springref"), (size,)),
+        }
+
+    def check(self, params, dimension: int, n: int) -> None:
+        """Refuse a mechanism of another dimension, a missing stiffness or springref, or one
+        of another shape (a number; a quaternion, preceded by a position for a free joint)."""
+        if dimension not in self.dimensions:
+            raise ValueError(f"force element {self.name!r}: a joint spring acts in space only")
+        for field, (key, shape) in self._keys().items():
+            if params is None or key not in params:
+                raise ValueError(f"force element {self.name!r}: {field} {key!r} is missing")
+            if tuple(jnp.shape(params[key])) != shape:
+                raise ValueError(
+                    f"force element {self.name!r}: {field} {key!r} must have shape {shape}, "
+                    f"got {tuple(jnp.shape(params[key]))}"
+                )
+
+    def deformation(self, q: Array, p: dict) -> Array:
+        """δ = θ (ball), (x − x_ref, θ) (free), shape (3,) or (6,)."""
+        ref = jnp.asarray(p[self._keys()["springref"][0]])
+        if self.origin is None:
+            return rotation_vector(_quaternion_product(_conjugate(ref), self.quaternion(q)))
+        turn = rotation_vector(_quaternion_product(_conjugate(ref[3:]), self.quaternion(q)))
+        return jnp.concatenate([self.origin(q) - ref[:3], turn])
+
+    def _stiffness(self, p: dict) -> Array:
+        return jnp.asarray(p[self._keys()["stiffness"][0]])
+
+    def force(self, kit, t, q, qd, p) -> Array:
+        """f = k δ: the joint's torque k θ in its body's frame (MuJoCo's −`qfrc_spring`), a
+        free joint's preceded by its force k (x − x_ref), world components."""
+        return self._stiffness(p) * self.deformation(q, p)
+
+    def potential(self, kit, q, p) -> Array:
+        """V = ½ k |δ|² (MuJoCo's `mj_energyPos`)."""
+        delta = self.deformation(q, p)
+        return 0.5 * self._stiffness(p) * (delta @ delta)
+
+    def nonconservative_force(self, kit, t, q, qd, p) -> Array:
+        return jnp.zeros_like(q)
+
+    def power(self, kit, t, q, qd, p) -> Array:
+        return jnp.zeros((), q.dtype)
+
+
 def _check_joint_terms(
     j: TreeJoint, spring: bool, params: dict, label: str, *, rates: bool
 ) -> None:
-    """Refuse the spring of a ball or free joint, and the armature, damping or spring of a
-    joint without `rates` to act along (the hinges of a three-hinge Spherical)."""
+    """Refuse the armature, damping or spring of a joint without `rates` to act along (the
+    hinges of a three-hinge Spherical)."""
     arm = np.atleast_1d(np.asarray(params[param_key(j.name, "armature")]))
     damping = np.atleast_1d(np.asarray(params[param_key(j.name, "damping")]))
     stiff = float(params[param_key(j.name, "stiffness")]) if spring else 0.0
-    if j.kind in (BALL, FREE) and stiff != 0:
-        _refuse(label, f"the spring of {j.kind} joint {j.name!r}")
     if not rates and (np.any(arm != 0) or np.any(damping != 0) or stiff != 0):
         _refuse(label, f"the armature, damping or spring of {j.kind} joint {j.name!r}")
 
@@ -398,11 +509,11 @@ def _body_joints(
 
 def absolute_mechanism(
     tree: Tree, params: dict, q_ref: Array, label: str, control: Callable
-) -> tuple[Mechanism, tuple[int, ...], Callable[[Array], Array] | None]:
+) -> tuple[Mechanism, tuple[int, ...], tuple[Callable, Callable] | None]:
     """The mechanism in absolute coordinates, per body of it the MuJoCo body index, and the
-    map q ↦ `qpos` (`joint_positions`; `None` where a three-hinge Spherical's hinges have no
-    single angles); `control(t, q, qd, p)`, of the absolute coordinates, gives the
-    actuators' inputs u."""
+    maps q ↦ `qpos` and (q, q̇) ↦ `qvel` (`joint_positions`, `joint_velocities`; `None`
+    where a three-hinge Spherical's hinges have no single angles); `control(t, q, qd, p)`, of
+    the absolute coordinates, gives the actuators' inputs u."""
     moving = sorted({j.body for j in tree.joints})
     for b in range(1, len(tree.body_names)):
         if b not in moving and _moving_ancestor(tree, b, moving):
@@ -438,11 +549,14 @@ def absolute_mechanism(
             rates[j.name] = _QuaternionRates(
                 j, parent, at.index[j.body], tree.body_irot[j.body], origin[1]
             )
-    elements = []
+    elements: list = []
+    quaternion = joint_quaternions(tree, moving, q_ref, layout)
     for j, spring in zip(tree.joints, tree.springs, strict=True):
         _check_joint_terms(j, spring, params, label, rates=j.name in rates)
         if j.name in coordinates:
             elements.append(coordinates[j.name].element(spring))
+        elif spring and j.kind in (BALL, FREE):
+            elements.append(_quaternion_spring(j, at, layout, tree.parent[j.body], quaternion))
 
     def terms(field: str, kinds: tuple[str, ...]) -> list:
         """(parameter key, rates) of the joints of `kinds` whose `field` is not zero."""
@@ -483,10 +597,35 @@ def absolute_mechanism(
     M = np.asarray(eqx.filter_jit(lambda m, q: m.mass_matrix(q, m.params))(mech, reference))
     if not np.all(np.linalg.eigvalsh((M + M.T) / 2) > 0):
         raise ValueError(f"{label}: the mass matrix at qpos0 is not positive definite")
-    positions = None
+    maps = None
     if all(j.name in rates for j in tree.joints):
-        positions = joint_positions(tree, moving, q_ref, layout, coordinates)
-    return mech.replace_structure(analyze_structure(mech, reference)), tuple(moving), positions
+        maps = (
+            joint_positions(tree, moving, q_ref, layout, coordinates),
+            joint_velocities(tree, layout, rates),
+        )
+    return mech.replace_structure(analyze_structure(mech, reference)), tuple(moving), maps
+
+
+def _quaternion_spring(
+    j: TreeJoint,
+    at: _BodyFrames,
+    layout: spatial.Layout,
+    parent: int,
+    quaternion: Callable[[Array, TreeJoint], Array],
+) -> _QuaternionSpring:
+    """A ball's or free joint's spring (`_QuaternionSpring`): its quaternion read off the
+    absolute coordinates, a free joint's position too (its body's frame origin)."""
+    body = at.index[j.body]
+    origin = None
+    if j.kind == FREE:
+        local = at.point(j.body, at.frame_x[j.body])[1]  # the frame origin, principal frame
+
+        def origin(q: Array) -> Array:
+            return layout.frames(q).point(body, local)
+
+    return _QuaternionSpring(
+        j.name, j, at.index.get(parent), body, lambda q: quaternion(q, j), origin
+    )
 
 
 def _quaternion_product(a: Array, b: Array) -> Array:
@@ -500,22 +639,16 @@ def _conjugate(e: Array) -> Array:
     return e * np.array([1.0, -1.0, -1.0, -1.0])
 
 
-def joint_positions(
-    tree: Tree,
-    moving: Sequence[int],
-    q_ref: Array,
-    layout: spatial.Layout,
-    coordinates: dict[str, _Coordinate],
-) -> Callable[[Array], Array]:
-    """The map q ↦ MuJoCo's `qpos` from absolute coordinates (one state): a hinge's or
-    slide's θ + q_ref (`_Coordinate`; a hinge's angle in (q_ref − π, q_ref + π]); a body's
-    frame R = A·A(iquat)ᵀ has the quaternion c = e ⊗ iquat* (e its Euler parameters), so a
-    ball's is (c_p ⊗ quat)* ⊗ c, c_p its parent's (MuJoCo's `mj_kinematics`: R = R_p·A(quat)
-    ·A(e_ball)), and a free joint's position and quaternion are the body frame's x
-    (`body_frames`) and c. Every hinge and slide must have a coordinate."""
+def joint_quaternions(
+    tree: Tree, moving: Sequence[int], q_ref: Array, layout: spatial.Layout
+) -> Callable[[Array, TreeJoint], Array]:
+    """The map (q, j) ↦ the quaternion of ball or free joint j (MuJoCo's `qpos` part) from
+    absolute coordinates: a body's frame R = A·A(iquat)ᵀ has the quaternion c = e ⊗ iquat*
+    (e its Euler parameters; a static body's is its frame's at q_ref), so a free joint's is c
+    and a ball's (c_p ⊗ quat)* ⊗ c, c_p its parent's (MuJoCo's `mj_kinematics`: R =
+    R_p·A(quat)·A(e_ball)); as long as e is, not normalised."""
     index = {b: k for k, b in enumerate(moving)}
     R_ref = np.asarray(jax.jit(tree.frames)(q_ref)[1])
-    frames = body_frames(tree, moving, q_ref)
     inertial = [_conjugate(euler_parameters(tree.body_irot[b])) for b in range(len(R_ref))]
 
     def frame_quaternion(q: Array, b: int) -> Array:
@@ -524,6 +657,33 @@ def joint_positions(
         e = layout.euler_parameters(q)[index[b]]
         return _quaternion_product(e, jnp.asarray(inertial[b]))
 
+    def quaternion(q: Array, j: TreeJoint) -> Array:
+        c = frame_quaternion(q, j.body)
+        if j.kind == FREE:
+            return c
+        before = _quaternion_product(
+            frame_quaternion(q, tree.parent[j.body]),
+            jnp.asarray(euler_parameters(tree.body_rot[j.body])),
+        )
+        return _quaternion_product(_conjugate(before), c)
+
+    return quaternion
+
+
+def joint_positions(
+    tree: Tree,
+    moving: Sequence[int],
+    q_ref: Array,
+    layout: spatial.Layout,
+    coordinates: dict[str, _Coordinate],
+) -> Callable[[Array], Array]:
+    """The map q ↦ MuJoCo's `qpos` from absolute coordinates (one state): a hinge's or
+    slide's θ + q_ref (`_Coordinate`; a hinge's angle in (q_ref − π, q_ref + π]), a ball's
+    quaternion and a free joint's (`joint_quaternions`), preceded by its position, the body
+    frame's x (`body_frames`). Every hinge and slide must have a coordinate."""
+    frames = body_frames(tree, moving, q_ref)
+    quaternion = joint_quaternions(tree, moving, q_ref, layout)
+
     def positions(q: Array) -> Array:
         qpos = jnp.zeros(tree.nq, q.dtype)
         for j in tree.joints:
@@ -531,19 +691,30 @@ def joint_positions(
                 value = coordinates[j.name].value(layout, q) + j.ref[0]
                 qpos = qpos.at[j.qadr].set(value)
                 continue
-            c = frame_quaternion(q, j.body)
+            a = j.qadr
             if j.kind == FREE:
-                qpos = qpos.at[j.qadr : j.qadr + 3].set(frames(q)[0][j.body])
-                qpos = qpos.at[j.qadr + 3 : j.qadr + 7].set(c)
-                continue
-            before = _quaternion_product(
-                frame_quaternion(q, tree.parent[j.body]),
-                jnp.asarray(euler_parameters(tree.body_rot[j.body])),
-            )
-            qpos = qpos.at[j.qadr : j.qadr + 4].set(_quaternion_product(_conjugate(before), c))
+                qpos = qpos.at[a : a + 3].set(frames(q)[0][j.body])
+                a += 3
+            qpos = qpos.at[a : a + 4].set(quaternion(q, j))
         return qpos
 
     return jax.jit(positions)  # one compiled call, not op by op under `jnp.vectorize`
+
+
+def joint_velocities(
+    tree: Tree, layout: spatial.Layout, rates: dict[str, _Coordinate | _QuaternionRates]
+) -> Callable[[Array, Array], Array]:
+    """The map (q, q̇) ↦ MuJoCo's `qvel` from absolute coordinates (one state), each joint's
+    rates in joint order (MuJoCo's dof order): a hinge's θ̇ and a slide's (`_Coordinate.rate`),
+    a ball's ω relative to its parent in its body's frame, a free joint's origin velocity
+    (world) and ω in its body's frame (`_QuaternionRates`). Linear in q̇. Every joint must
+    have rates."""
+
+    def velocities(q: Array, qd: Array) -> Array:
+        parts = [jnp.atleast_1d(rates[j.name].rate(layout, q, qd)) for j in tree.joints]
+        return jnp.concatenate(parts) if parts else jnp.zeros(0, q.dtype)
+
+    return jax.jit(velocities)
 
 
 def _actuation(

@@ -88,9 +88,10 @@ class ImportedModel:
     - `geometry`: the file's geoms as line drawings moved with their bodies
       (`jaxmbs.io.geometry`); the mechanism carries it among its `drawings`, so
       [`jaxmbs.snapshot`][] and [`jaxmbs.animate`][] draw them.
-    - `absolute_positions`: with absolute coordinates, the map q ↦ `qpos` of one state
-      (`jaxmbs.io.absolute.joint_positions`; `None` where a three-hinge Spherical's hinges
-      have no single angles); `to_qpos` applies it.
+    - `absolute_positions`, `absolute_velocities`: with absolute coordinates, the maps q ↦
+      `qpos` and (q, q̇) ↦ `qvel` of one state (`jaxmbs.io.absolute.joint_positions`,
+      `joint_velocities`; `None` where a three-hinge Spherical's hinges have no single
+      angles); `to_qpos` and `to_qvel` apply them.
     """
 
     mechanism: Mechanism
@@ -102,6 +103,7 @@ class ImportedModel:
     absolute_bodies: tuple[int, ...] = ()
     geometry: Geometry | None = None
     absolute_positions: Callable[[Array], Array] | None = None
+    absolute_velocities: Callable[[Array, Array], Array] | None = None
 
     def _joint_coordinates_only(self, what: str) -> None:
         if self.coordinates != JOINTS:
@@ -126,10 +128,23 @@ class ImportedModel:
         return qpos.at[..., hinges].set(jnp.unwrap(qpos[..., hinges], axis=-2))
 
     def to_qvel(self, q: ArrayLike, qd: ArrayLike) -> Array:
-        """MuJoCo's `qvel` of (q, q̇), shape (..., nv): ω = 2 G(e) ė for quaternions."""
-        self._joint_coordinates_only("to_qvel")
-        fn = jnp.vectorize(self.tree.velocities, signature="(n),(n)->(v)")
-        return fn(jnp.asarray(q), jnp.asarray(qd))
+        """MuJoCo's `qvel` of (q, q̇), shape (..., nv): ω = 2 G(e) ė for quaternions. With
+        absolute coordinates (`jaxmbs.io.absolute.joint_velocities`), read off the bodies: a
+        hinge's or slide's rate, a ball's angular velocity relative to its parent in its
+        body's frame, a free joint's origin velocity (world frame) and angular velocity (its
+        body's frame), as MuJoCo's `qvel`. It is linear in q̇; MuJoCo's `qacc` is its rate,
+        `jax.jvp(to_qvel, (q, q̇), (q̇, q̈))[1]` (not `to_qvel(q, q̈)` there: a ball's ω is
+        relative to a turning parent, a free joint's origin is off the centre of mass)."""
+        if self.coordinates == JOINTS:
+            fn = self.tree.velocities
+        elif self.absolute_velocities is None:
+            raise ValueError(
+                "to_qvel: the three hinges composed into a Spherical have no single angles "
+                "(use the joint coordinates)"
+            )
+        else:
+            fn = self.absolute_velocities
+        return jnp.vectorize(fn, signature="(n),(n)->(v)")(jnp.asarray(q), jnp.asarray(qd))
 
     def closure_forces(self, multipliers: ArrayLike) -> dict[str, Array]:
         """The force each `connect` and `weld` closure exerts on its first body (`body1`, or
@@ -456,12 +471,13 @@ def _import(
     control = _control_function(label, tree, controls)
     if coordinates == ABSOLUTE:
         q_ref = jnp.asarray(np.concatenate([j.ref for j in joints])) if joints else q0
-        mech, moving, positions = absolute_mechanism(tree, params, q_ref, label, control)
+        mech, moving, maps = absolute_mechanism(tree, params, q_ref, label, control)
         q_abs, qd_abs = absolute_state(tree, moving, q0, qd0)
         geometry = Geometry(body_names, geoms, body_frames(tree, moving, q_ref))
+        positions, velocities = maps if maps is not None else (None, None)
         return ImportedModel(
             mech.with_drawings(geometry), jnp.asarray(q_abs), jnp.asarray(qd_abs), report, tree,
-            ABSOLUTE, moving, geometry, positions,
+            ABSOLUTE, moving, geometry, positions, velocities,
         )  # fmt: skip
     geometry = Geometry(body_names, geoms, tree.frames)
     mech = _mechanism(tree, params, q0, control, geometry)
