@@ -54,7 +54,8 @@ functions (mass matrix, forces, constraints), assembled and factorised by the me
 algebra (`AbstractAlgebra.newton_system`, `Structure.algebra`): dense, one
 jvp per unknown (n + r in all) and LU, O((n + r)³); or banded, one jvp per colour of S's
 pattern (force elements' coupling included) and a banded LU with partial pivoting in
-reverse Cuthill–McKee order (`jaxmbs.kinematics.banded_lu`), O(n + r) on chains. By
+reverse Cuthill–McKee order (`jaxmbs.kinematics.banded_lu`), O(n + r) on chains, above
+`jaxmbs.kinematics.algebra.DENSE_NEWTON` unknowns (below, dense costs less). By
 default (`newton="modified"`) S is assembled and factorised once per step, at the predictor
 x⁰ = (q̈_n, λ_n), and every iteration of the step solves with it: x^{k+1} = x^k − S(x⁰)⁻¹
 r(x^k). The first correction is Newton's; the next ones contract by O(|x¹ − x⁰|), a change

@@ -50,6 +50,12 @@ from .sparsity import Sparsity
 #: Gram pivots above this fraction of their scale clear a configuration without the QR (their
 #: error, about ε‖C‖²/pivot, is then below 1e-11 of the scale for a hundred rows).
 GRAM_SCREEN = 1e-4
+#: Up to this many unknowns (n + r), an implicit step's iteration matrix is assembled densely
+#: (n + r jvps, one LAPACK LU) even where the sparsity is known: generalized-α runs of the
+#: four-bar (17 unknowns) 9.5 against 26.5 ms banded, chain N = 5 (25) 3.5 against 10.1, N = 8
+#: (40) 9.5 against 12.5; the two break even near 50 (chain N = 10), and the flyball governor
+#: (52) runs 172 ms dense against 127 banded (benchmarks/README.md, round 23).
+DENSE_NEWTON = 48
 
 #: (Q, Γ) ↦ (q̈, λ) of the range-space system, λ zero on the rows outside R.
 RangeSpaceSolver = Callable[[Array, Array], tuple[Array, Array]]
@@ -252,7 +258,10 @@ class BandedAlgebra(AbstractAlgebra):
     def newton_system(self, residual, x, pattern):
         """`banded_lu.newton_system`: S from one product per colour of its `pattern`,
         banded LU with partial pivoting in reverse Cuthill–McKee order: O(n) per
-        factorisation on chains."""
+        factorisation on chains; dense (`DenseAlgebra.newton_system`) up to `DENSE_NEWTON`
+        unknowns, where the dense jvps and LU cost less."""
+        if x.shape[0] <= DENSE_NEWTON:
+            return DENSE.newton_system(residual, x, pattern)
         plan = banded_lu.lu_plan(self.sparsity.n, pattern(), self.independent_rows)
         return banded_lu.newton_system(plan, residual, x)
 
