@@ -11,8 +11,8 @@ by the local error estimate; a Newton failure is a named failed step; the banded
 matrix (a chain with spring-dampers across its joints) gives the dense one's trajectory and
 exact gradients.
 
-Compilations: one per step size (dt0 is static, ρ∞ is traced and shared), shared through
-module-scoped fixtures; forward mode and central differences share one program.
+Compilations: the step sizes and ρ∞ given as arrays share one program where they can,
+through module-scoped fixtures; forward mode and central differences share one program.
 """
 
 import diffrax
@@ -59,9 +59,12 @@ def reference(four_bar):
 
 @pytest.fixture(scope="module")
 def runs(four_bar):
-    """{(ρ∞, h): Solution} on the four-bar, outputs `OUT`."""
+    """{(ρ∞, h): Solution} on the four-bar, outputs `OUT`; one program (the step given as
+    an array, ρ∞ traced)."""
     mech, q0, qd0 = four_bar
-    return {(rho, h): _ga(mech, q0, qd0, T, h, rho, OUT) for h in STEPS for rho in RHOS}
+    return {
+        (rho, h): _ga(mech, q0, qd0, T, jnp.asarray(h), rho, OUT) for h in STEPS for rho in RHOS
+    }
 
 
 def _slopes(errors):
