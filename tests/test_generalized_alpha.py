@@ -374,6 +374,21 @@ def spring_chain():
     return mech, dense, q0, qd0
 
 
+def _reverse_against_central(loss, base: jax.Array) -> float:
+    """The largest difference, relative to the largest component, between the reverse-mode
+    gradient of the jitted `loss` at `base` and its central differences (steps 1e-4 of each
+    component)."""
+    reverse = np.asarray(jax.jit(jax.grad(loss))(base))
+    step = 1e-4 * np.abs(np.asarray(base))
+    central = np.array([
+        (loss(base + step[i] * e) - loss(base - step[i] * e)) / (2 * step[i])
+        for i, e in enumerate(np.eye(base.shape[0]))
+    ])  # fmt: skip
+    error = float(np.max(np.abs(reverse - central)) / np.max(np.abs(central)))
+    print(f"gradient {reverse}, central {central}: relative error {error:.1e}")
+    return error
+
+
 def test_iteration_pattern_holds_the_springs(spring_chain):
     """The pattern of S couples the angles of neighbouring links (the spring-dampers, not
     the mass matrix), and the banded LU's bandwidth stays that of a few bodies."""
@@ -431,15 +446,7 @@ def test_gradient_through_the_banded_iteration_matrix(spring_chain):
         )  # fmt: skip
         return sol.q[-1, -1]
 
-    reverse = np.asarray(jax.jit(jax.grad(loss))(base))
-    step = 1e-4 * np.abs(np.asarray(base))
-    central = np.array([
-        (loss(base + step[i] * e) - loss(base - step[i] * e)) / (2 * step[i])
-        for i, e in enumerate(np.eye(3))
-    ])  # fmt: skip
-    error = float(np.max(np.abs(reverse - central)) / np.max(np.abs(central)))
-    print(f"gradient {reverse}, central {central}: relative error {error:.1e}")
-    assert error < 1e-6
+    assert _reverse_against_central(loss, base) < 1e-6
 
 
 def test_stabilized_index2_keeps_both_constraint_levels(four_bar, reference, runs):
@@ -485,12 +492,4 @@ def test_stabilized_index2_gradient_through_the_default_projection(four_bar):
         )  # fmt: skip
         return sol.q[-1, 2] + 1e-3 * sol.multipliers[-1, 0]
 
-    reverse = np.asarray(jax.jit(jax.grad(loss))(base))
-    step = 1e-4 * np.abs(np.asarray(base))
-    central = np.array([
-        (loss(base + step[i] * e) - loss(base - step[i] * e)) / (2 * step[i])
-        for i, e in enumerate(np.eye(3))
-    ])  # fmt: skip
-    error = float(np.max(np.abs(reverse - central)) / np.max(np.abs(central)))
-    print(f"gradient {reverse}; relative error {error:.1e}")
-    assert error < 1e-6
+    assert _reverse_against_central(loss, base) < 1e-6
