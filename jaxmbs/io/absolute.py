@@ -25,8 +25,38 @@ frames (`jaxmbs.io.tree`), become one joint between its parent and it (`_body_jo
   where the slides follow the hinge): three slides 3 rows, a planar slide–slide–hinge 3,
   a hinge and a slide across it 4.
 
-The intermediate frames are massless, so the motion is the same; any other combination is
-refused. Each hinge's and slide's coordinate θ = q − q_ref is read off the absolute
+The intermediate frames are massless, so the motion is the same. Any other combination
+(oblique slides, a hinge between slides, skew hinges, a ball with slides or after a hinge,
+…; a three-hinge gimbal too where something acts on its hinges) is mapped in **mixed
+coordinates** (`_MixedJoint`): the body keeps its centre c_b and Euler parameters e_b, and
+its joints' own coordinates θ — each hinge's and slide's `qpos`, each ball's quaternion
+(4, with its row θ_eᵀθ_e − 1 = 0) — follow all bodies' coordinates in q (named as
+`Tree.coordinate_names` names them). One constraint group per such body (its joints' names
+joined by "+") states that its frame is its parent's composed with the joints at θ, as
+MuJoCo's `mj_kinematics` composes them (`jaxmbs.io.tree.joint_motion`):
+
+    (x, R) = J_n(θ_n) ∘ … ∘ J_1(θ_1) (x_p + R_p pos, R_p quat),
+    c_b − (x + R ipos) = 0,   vee(½(E − Eᵀ)) = 0 with E = (R A(iquat))ᵀ A(e_b),
+
+6 rows (the weld's rotation rows, `Fixed`), plus a ball's normalisation; (x_p, R_p) is the
+parent's frame, x_p = c_p − R_p ipos_p, R_p = A(e_p) A(iquat_p)ᵀ, or a static parent's at
+`qpos0`. The bodies' kinetic energy does not reach θ, so M would be singular along it: the
+builder gets the completion T_c = ½ ṙᵀ W ṙ of the group's rows' rates ṙ (W the body's
+mass on the position rows, its mean principal moment J̄ on the others), as J̄ (2 eᵀė)²
+completes the Euler parameters: it and its Lagrange terms vanish where the rows' velocity
+and acceleration constraints hold, so the motion and the multipliers are unchanged while M
+is positive definite. θ carries MuJoCo's terms directly: a hinge's or slide's spring and
+damper V = ½ k (θ − q_spring)², f = c θ̇ (`_JointSpringDamper`), a ball's spring on its
+quaternion (`_QuaternionSpring`), armature and a ball's damping on θ̇ and ω = 2 G(θ_e) θ̇_e
+(`_JointCoordinate`, `_JointQuaternion`), actuators and joint equalities on θ; `to_qpos`
+and `to_qvel` read θ and θ̇. A hinge's angle is a coordinate here, not read off the bodies'
+poses, so its spring, servo and equality are exact at every angle (no π window, below).
+Only the bodies that need it are mixed: on the double pendulum, mixed coordinates for every
+hinge (n 14 → 16) cost 2.3× the import, 2.4× the compile time of a one-second solve and 5×
+its run time (rtol 1e-10, 2-core CPU; the completion's derivatives dominate), for the same
+motion.
+
+Each hinge's and slide's coordinate θ = q − q_ref is read off the absolute
 coordinates (`_Coordinate`): a hinge's as the relative angle of the two bodies about its
 axis (`spatial.relative_angle`, between vectors normal to it; a universal's second angle as
 the parent's turn about the body's axis, negated), a slide's as the offset of its anchor
@@ -37,7 +67,8 @@ negated). A hinge's damper and spring become a `RotationalSpringDamper`, a slide
 E = (R₂F₂)ᵀ R₁F₁ R_rel, the frames F carried into the principal ones), a `joint` equality
 θ₁ − Σ cₖ θ₂ᵏ = 0 on the coordinates of its joints (`_JointEquality`).
 
-A hinge's relative angle is read off the bodies' poses, which are the same at q and q + 2π:
+A hinge's relative angle (not in mixed coordinates) is read off the bodies' poses, which are
+the same at q and q + 2π:
 θ lies in (−π, π] (q in (q_ref − π, q_ref + π], q_ref its `qpos0`). MuJoCo's spring
 ½ k (q − q_spring)², a position actuator's force and a joint equality's polynomial are not
 2π-periodic in q, so no function of the absolute coordinates alone (a force element has no
@@ -83,9 +114,10 @@ parameters (`joint_quaternions`); a hinge's angle comes in (q_ref − π, q_ref 
 slide's θ̇, a ball's ω relative to its parent in its body's frame, a free joint's origin
 velocity (world frame) and ω (its body's frame); MuJoCo's `qacc` is their rate.
 
-Refused with a `ValueError` naming them: other combinations of joints on one body, the
-armature, damping and springs of the three hinges of
-a Spherical (which have no single angle), joint equalities and actuators on those hinges.
+Refused with a `ValueError` naming them: a free joint with other joints on its body (which
+MuJoCo's compiler refuses first) and a body without joints under a moving one; `to_qpos`
+and `to_qvel` of a three-hinge Spherical whose hinges nothing acts on (they have no single
+angles).
 """
 
 from __future__ import annotations
@@ -104,7 +136,19 @@ from ..kinematics import analyze_structure
 from ..model.joints import forces, spatial
 from ..model.joints.orientation import body_rate_matrix, euler_parameters, parameter_rotation
 from ..model.mechanism import Mechanism
-from .tree import BALL, FREE, HINGE, SLIDE, Closure, Tree, TreeJoint, param_key
+from .tree import (
+    BALL,
+    FREE,
+    HINGE,
+    NQ,
+    SLIDE,
+    Closure,
+    Tree,
+    TreeJoint,
+    joint_motion,
+    param_key,
+    vee,
+)
 
 
 def _perpendicular(axis: np.ndarray) -> np.ndarray:
@@ -285,6 +329,180 @@ class _QuaternionRates:
         return jnp.concatenate([origin, turning])
 
 
+@dataclasses.dataclass(frozen=True)
+class _JointCoordinate:
+    """A hinge's or slide's coordinate on a body in mixed coordinates (`_MixedJoint`): q's
+    entry `index` is the joint's `qpos` itself, so θ = q − q_ref and θ̇ are read off it
+    directly (the interface of `_Coordinate`, exact at every angle)."""
+
+    joint: TreeJoint
+    index: int
+    body_i: int | None
+    body_j: int
+
+    def value(self, layout: spatial.Layout, q: Array) -> Array:
+        """q − q_ref."""
+        return q[self.index] - self.joint.ref[0]
+
+    def rate(self, layout: spatial.Layout, q: Array, qd: Array) -> Array:
+        """θ̇ (MuJoCo's `qvel` of the joint), shape (1,)."""
+        return qd[self.index : self.index + 1]
+
+    def element(self, spring: bool) -> _JointSpringDamper:
+        """The joint's spring (none without one) and damper on its coordinate."""
+        return _JointSpringDamper(self.joint.name, self, spring)
+
+
+@dataclasses.dataclass(frozen=True)
+class _JointQuaternion:
+    """A ball's quaternion on a body in mixed coordinates (`_MixedJoint`): q[index : index +
+    4] is the joint's `qpos` e itself, its `qvel` ω = 2 G(e) ė (`jaxmbs.io.tree`)."""
+
+    joint: TreeJoint
+    index: int
+
+    def quaternion(self, q: Array) -> Array:
+        return q[self.index : self.index + 4]
+
+    def rate(self, layout: spatial.Layout, q: Array, qd: Array) -> Array:
+        """MuJoCo's `qvel` of the ball, shape (3,)."""
+        return 2 * body_rate_matrix(self.quaternion(q)) @ qd[self.index : self.index + 4]
+
+
+@dataclasses.dataclass(frozen=True)
+class _JointSpringDamper:
+    """MuJoCo's spring and damper of a hinge or slide on a body in mixed coordinates, on its
+    coordinate q_k (`_JointCoordinate`, q_k its `qpos`): V = ½ k (q_k − q_spring)² (k = 0
+    without a spring), f = k (q_k − q_spring) + c q̇_k along q_k, so Q_k = −f, MuJoCo's
+    `qfrc_spring` and `qfrc_damper`. The shape of a `forces` element (`_QuaternionSpring`'s):
+    `force` f, `potential` V, the damper's part `nonconservative_force` and its `power`."""
+
+    name: str
+    coordinate: _JointCoordinate
+    spring: bool
+    dimensions: ClassVar[tuple[int, ...]] = (3,)
+
+    @property
+    def bodies(self) -> tuple[int | None, ...]:
+        return (self.coordinate.body_i, self.coordinate.body_j)
+
+    def _keys(self) -> dict[str, str]:
+        fields = ("stiffness", "springref", "damping") if self.spring else ("damping",)
+        return {f: param_key(self.coordinate.joint.name, f) for f in fields}
+
+    def check(self, params, dimension: int, n: int) -> None:
+        """Refuse a mechanism of another dimension and a missing or non-scalar parameter."""
+        if dimension not in self.dimensions:
+            raise ValueError(f"force element {self.name!r}: a joint spring acts in space only")
+        for field, key in self._keys().items():
+            if params is None or key not in params:
+                raise ValueError(f"force element {self.name!r}: {field} {key!r} is missing")
+            if jnp.shape(params[key]) != ():
+                raise ValueError(f"force element {self.name!r}: {field} {key!r} must be a number")
+
+    def _parts(self, q: Array, qd: Array, p: dict) -> tuple[Array, Array]:
+        """(k (q_k − q_spring), c q̇_k)."""
+        k = self.coordinate.index
+        keys = self._keys()
+        damper = jnp.asarray(p[keys["damping"]]) * qd[k]
+        if not self.spring:
+            return jnp.zeros((), q.dtype), damper
+        return jnp.asarray(p[keys["stiffness"]]) * (q[k] - p[keys["springref"]]), damper
+
+    def force(self, kit, t, q, qd, p) -> Array:
+        return sum(self._parts(q, qd, p))
+
+    def potential(self, kit, q, p) -> Array:
+        if not self.spring:
+            return jnp.zeros((), q.dtype)
+        keys, k = self._keys(), self.coordinate.index
+        return 0.5 * p[keys["stiffness"]] * (q[k] - p[keys["springref"]]) ** 2
+
+    def nonconservative_force(self, kit, t, q, qd, p) -> Array:
+        return jnp.zeros_like(q).at[self.coordinate.index].set(-self._parts(q, qd, p)[1])
+
+    def power(self, kit, t, q, qd, p) -> Array:
+        return -self._parts(q, qd, p)[1] * qd[self.coordinate.index]
+
+
+@dataclasses.dataclass(frozen=True)
+class _MixedJoint:
+    """A body's joints in mixed coordinates (module docstring): the joints' own coordinates θ
+    (their `qpos`, from q[`indices[k]`] on) compose the parent's frame (x_p, R_p) with the
+    body's `offset` (pos, rotation) and the joints in order (`jaxmbs.io.tree.joint_motion`,
+    MuJoCo's `mj_kinematics`) into the frame (x, R) the body must have, so its centre of
+    mass c = x + R ipos and principal frame A = R A(iquat) (`inertial`): the rows
+
+        c_b − c = 0 (3),   vee(½(E − Eᵀ)) = 0, E = Aᵀ A(e_b) (3),   θ_eᵀθ_e − 1 = 0 (a ball's),
+
+    c_b, e_b the body's own coordinates. The parent is a moving body (`parent`, its
+    `parent_inertial` ipos, rotation of iquat: x_p = c_p − R_p ipos_p, R_p = A(e_p) A(iquat_p)ᵀ)
+    or static (None, its frame `parent_frame`). One holonomic callable (t, q, p) of the
+    spatial builder; `completion` its share of the kinetic energy."""
+
+    name: str
+    layout: spatial.Layout
+    joints: tuple[TreeJoint, ...]
+    indices: tuple[int, ...]
+    body: int
+    parent: int | None
+    parent_frame: tuple[np.ndarray, np.ndarray]
+    parent_inertial: tuple[np.ndarray, np.ndarray]
+    offset: tuple[np.ndarray, np.ndarray]
+    inertial: tuple[np.ndarray, np.ndarray]
+    weights: tuple[str, str]
+    holonomic: ClassVar[bool] = True
+
+    @property
+    def balls(self) -> tuple[int, ...]:
+        """The first coordinate of each ball's quaternion."""
+        return tuple(i for j, i in zip(self.joints, self.indices, strict=True) if j.kind == BALL)
+
+    @property
+    def rows(self) -> int:
+        """The body's pose (6) and one normalisation per ball."""
+        return 6 + len(self.balls)
+
+    def _pose(self, q: Array, body: int) -> tuple[Array, Array]:
+        """A body's centre of mass and principal frame A(e) (its coordinates alone, not
+        every body's as `Layout.frames`)."""
+        pose = q[self.layout.coordinates(body)]
+        return pose[:3], parameter_rotation(pose[3:])
+
+    def frame(self, q: Array) -> tuple[Array, Array]:
+        """(x, R) of the body's frame composed from its parent's and the joints at θ."""
+        if self.parent is None:
+            x, R = (jnp.asarray(a, q.dtype) for a in self.parent_frame)
+        else:
+            c, A = self._pose(q, self.parent)
+            ipos, irot = self.parent_inertial
+            R = A @ irot.T
+            x = c - R @ ipos
+        x, R = x + R @ self.offset[0], R @ self.offset[1]
+        for j, i in zip(self.joints, self.indices, strict=True):
+            x, R = joint_motion(j, q[i : i + NQ[j.kind]], x, R)
+        return x, R
+
+    def __call__(self, t: Array, q: Array, p: dict) -> Array:
+        x, R = self.frame(q)
+        c, A = self._pose(q, self.body)
+        ipos, irot = self.inertial
+        rows = [c - (x + R @ ipos), vee((R @ irot).T @ A)]
+        rows += [jnp.atleast_1d(q[i : i + 4] @ q[i : i + 4] - 1.0) for i in self.balls]
+        return jnp.concatenate(rows)
+
+    def completion(self, q: Array, qd: Array, p: dict) -> Array:
+        """½ ṙᵀ W ṙ of the rows' rates ṙ (one jvp), W the body's mass on the position rows
+        and its mean principal moment J̄ on the others: zero wherever the rows' velocity
+        constraints hold, so the motion and the multipliers are unchanged, while M gets the
+        share along θ that the bodies' kinetic energy does not give it (as J̄ (2 eᵀė)² does
+        for Euler parameters, `jaxmbs.model.joints.spatial`)."""
+        rates = jax.jvp(lambda q_: self(0.0, q_, p), (q,), (qd,))[1]
+        mass, inertia = (jnp.asarray(p[k]) for k in self.weights)
+        mean = jnp.mean(inertia)
+        return 0.5 * (mass * rates[:3] @ rates[:3] + mean * rates[3:] @ rates[3:])
+
+
 def rotation_vector(d: Array) -> Array:
     """MuJoCo's `mju_quat2Vel` of the quaternion d (normalised here): the rotation vector θ
     of the rotation d, the shorter way (|θ| ≤ π): with (w, u) = d/|d|, θ = σ 2 atan2(|u|,
@@ -375,18 +593,6 @@ class _QuaternionSpring:
         return jnp.zeros((), q.dtype)
 
 
-def _check_joint_terms(
-    j: TreeJoint, spring: bool, params: dict, label: str, *, rates: bool
-) -> None:
-    """Refuse the armature, damping or spring of a joint without `rates` to act along (the
-    hinges of a three-hinge Spherical)."""
-    arm = np.atleast_1d(np.asarray(params[param_key(j.name, "armature")]))
-    damping = np.atleast_1d(np.asarray(params[param_key(j.name, "damping")]))
-    stiff = float(params[param_key(j.name, "stiffness")]) if spring else 0.0
-    if not rates and (np.any(arm != 0) or np.any(damping != 0) or stiff != 0):
-        _refuse(label, f"the armature, damping or spring of {j.kind} joint {j.name!r}")
-
-
 def _body_joints(
     js: list[TreeJoint],
     parent: int,
@@ -394,7 +600,8 @@ def _body_joints(
     layout: spatial.Layout,
     label: str,
     body_name: str,
-) -> tuple[list, list[_Coordinate]]:
+    acted_on: frozenset[str] = frozenset(),
+) -> tuple[list, list[_Coordinate]] | None:
     """A body's joints (MuJoCo composes them in order through massless frames) as spatial
     joints between its parent and it, and the coordinates of its hinges and slides:
 
@@ -405,13 +612,14 @@ def _body_joints(
       about it, negated);
     - a hinge and a slide along one axis, either order: a `Cylindrical`;
     - three hinges with a common anchor and independent axes: a `Spherical` (their angles
-      are a chart of the relative rotation, not single relative angles: no coordinates);
+      are a chart of the relative rotation, not single relative angles: no coordinates),
+      unless a force or an equality acts on one of them (`acted_on`);
     - slides with mutually orthogonal axes and at most one hinge normal to them, before or
       after them all (three slides, a planar slide–slide–hinge, a hinge and a slide across
       it): a `_SlidingJoint`; after a hinge the slides turn with the body, so their offsets
       are read along the body's axes (negated: the parent's point from the body's).
 
-    Anything else is refused naming the body and its joints."""
+    Anything else (a free joint alone aside): `None`, for mixed coordinates (`_mixed_joint`)."""
     b, first = js[0].body, js[0]
     # the hinges' common anchor (a Cylindrical's axis runs through the hinge's)
     anchor = at.joint_point(b, next((j for j in js if j.kind == HINGE), first).pos)
@@ -432,6 +640,8 @@ def _body_joints(
 
     if kinds == (FREE,):
         return [], []
+    if FREE in kinds:  # MuJoCo's compiler refuses it first: more than 6 dofs in one body
+        _refuse(label, f"body {body_name!r}'s free joint with other joints")
     if kinds == (BALL,):
         return [spatial.Spherical(first.name, body_i, point_i, body_j, point_j)], []
     if kinds in ((HINGE,), (SLIDE,)):
@@ -463,6 +673,7 @@ def _body_joints(
         kinds == (HINGE, HINGE, HINGE)
         and common
         and abs(np.linalg.det(np.stack(axes))) > _TOLERANCE
+        and not acted_on.intersection(j.name for j in js)
     ):
         return [spatial.Spherical(name, body_i, point_i, body_j, point_j)], []
     slides = [(j, a) for j, a in zip(js, axes, strict=True) if j.kind == SLIDE]
@@ -497,23 +708,48 @@ def _body_joints(
             turning = spatial.Fixed(name, body_i, point_i, body_j, point_j, frame_i, frame_j)
         rows = tuple(along(slides[0][0], n) for n in normals)
         return [_SlidingJoint(name, layout, turning, rows)], coordinates
-    _refuse(
-        label,
-        f"body {body_name!r}'s joints {[f'{j.name} ({j.kind})' for j in js]}: several joints "
-        "on one body are mapped as two orthogonal hinges with a common anchor (Universal), a "
-        "hinge and a slide along one axis (Cylindrical), three hinges with a common anchor "
-        "and independent axes (Spherical) or slides with orthogonal axes and at most one "
-        "hinge normal to them, before or after them all",
-    )
+    return None  # any other combination: mixed coordinates (`_mixed_joint`)
+
+
+def _mixed_joint(
+    js: list[TreeJoint], parent: int, at: _BodyFrames, layout: spatial.Layout, start: int, tree
+) -> tuple[_MixedJoint, list, list[str]]:
+    """A body's joints in mixed coordinates (`_MixedJoint`), their coordinates from q[start]
+    on: the joint, the readers of its joints' coordinates (`_JointCoordinate` for a hinge or
+    slide, `_JointQuaternion` for a ball) and the coordinates' names (a hinge's or slide's
+    name, a ball's with `.qw .qx .qy .qz`, as `Tree.coordinate_names`)."""
+    b = js[0].body
+    indices = tuple(start + int(k) for k in np.cumsum([0] + [NQ[j.kind] for j in js[:-1]]))
+    body_i, body_j = at.index.get(parent), at.index[b]
+    readers: list = []
+    names: list[str] = []
+    for j, i in zip(js, indices, strict=True):
+        if j.kind == BALL:
+            readers.append(_JointQuaternion(j, i))
+            names += [f"{j.name}.q{c}" for c in "wxyz"]
+        else:
+            readers.append(_JointCoordinate(j, i, body_i, body_j))
+            names.append(j.name)
+    name = tree.body_names[b]
+    joint = _MixedJoint(
+        "+".join(j.name for j in js), layout, tuple(js), indices, body_j, body_i,
+        (at.frame_x[parent], at.frame_R[parent]),
+        (tree.body_ipos[parent], tree.body_irot[parent]),
+        (tree.body_pos[b], tree.body_rot[b]),
+        (tree.body_ipos[b], tree.body_irot[b]),
+        (param_key(name, "mass"), param_key(name, "inertia")),
+    )  # fmt: skip
+    return joint, readers, names
 
 
 def absolute_mechanism(
     tree: Tree, params: dict, q_ref: Array, label: str, control: Callable
-) -> tuple[Mechanism, tuple[int, ...], tuple[Callable, Callable] | None]:
-    """The mechanism in absolute coordinates, per body of it the MuJoCo body index, and the
+) -> tuple[Mechanism, tuple[int, ...], tuple[Callable, Callable] | None, np.ndarray]:
+    """The mechanism in absolute coordinates, per body of it the MuJoCo body index, the
     maps q ↦ `qpos` and (q, q̇) ↦ `qvel` (`joint_positions`, `joint_velocities`; `None`
-    where a three-hinge Spherical's hinges have no single angles); `control(t, q, qd, p)`, of
-    the absolute coordinates, gives the actuators' inputs u."""
+    where a three-hinge Spherical's hinges have no single angles), and the `qpos` addresses
+    of the joint coordinates that follow the bodies' (mixed coordinates, `_MixedJoint`);
+    `control(t, q, qd, p)`, of the absolute coordinates, gives the actuators' inputs u."""
     moving = sorted({j.body for j in tree.joints})
     for b in range(1, len(tree.body_names)):
         if b not in moving and _moving_ancestor(tree, b, moving):
@@ -536,23 +772,45 @@ def absolute_mechanism(
     for j in tree.joints:
         by_body.setdefault(j.body, []).append(j)
     layout = spatial.Layout.from_bodies(bodies)
+    acted_on = _acted_on(tree, params)
     joints: list = []
-    coordinates: dict[str, _Coordinate] = {}
+    coordinates: dict[str, _Coordinate | _JointCoordinate] = {}
+    mixed: list[_MixedJoint] = []
+    quaternions: dict[str, _JointQuaternion] = {}
+    names: list[str] = []
     for b, js in by_body.items():
-        mapped, coords = _body_joints(js, tree.parent[b], at, layout, label, tree.body_names[b])
+        body_joints = _body_joints(
+            js, tree.parent[b], at, layout, label, tree.body_names[b], acted_on
+        )
+        if body_joints is None:
+            joint, readers, more = _mixed_joint(
+                js, tree.parent[b], at, layout, layout.n + len(names), tree
+            )
+            mixed.append(joint)
+            joints.append(joint)
+            names += more
+            for r in readers:
+                (quaternions if isinstance(r, _JointQuaternion) else coordinates)[r.joint.name] = r
+            continue
+        mapped, coords = body_joints
         joints += mapped
         coordinates.update((c.joint.name, c) for c in coords)
-    rates: dict[str, _Coordinate | _QuaternionRates] = dict(coordinates)
+    extra = np.array(
+        [j.qadr + k for m in mixed for j in m.joints for k in range(NQ[j.kind])], dtype=int
+    )
+    rates: dict[str, _Coordinate | _JointCoordinate | _QuaternionRates | _JointQuaternion] = {
+        **coordinates,
+        **quaternions,
+    }
     for j in tree.joints:
-        if j.kind in (BALL, FREE):
+        if j.kind in (BALL, FREE) and j.name not in quaternions:
             parent, origin = at.index.get(tree.parent[j.body]), at.point(j.body, frame_x[j.body])
             rates[j.name] = _QuaternionRates(
                 j, parent, at.index[j.body], tree.body_irot[j.body], origin[1]
             )
     elements: list = []
-    quaternion = joint_quaternions(tree, moving, q_ref, layout)
+    quaternion = joint_quaternions(tree, moving, q_ref, layout, quaternions)
     for j, spring in zip(tree.joints, tree.springs, strict=True):
-        _check_joint_terms(j, spring, params, label, rates=j.name in rates)
         if j.name in coordinates:
             elements.append(coordinates[j.name].element(spring))
         elif spring and j.kind in (BALL, FREE):
@@ -572,7 +830,7 @@ def absolute_mechanism(
     dampers = terms("damping", (BALL, FREE))  # the hinges' and slides': their elements
     for c in tree.closures:
         if c.kind == "joint":
-            joints.append(_joint_equality(tree, c, coordinates, layout, label))
+            joints.append(_joint_equality(tree, c, coordinates, layout))
             continue
         (b1, p1), (b2, p2) = (
             at.point(b, at.joint_point(b, p)) for b, p in ((c.body1, c.point1), (c.body2, c.point2))
@@ -584,14 +842,16 @@ def absolute_mechanism(
         f1 = at.vector(c.body1, at.frame_R[c.body1] @ c.frame1 @ c.relative)
         f2 = at.vector(c.body2, at.frame_R[c.body2] @ c.frame2)
         joints.append(spatial.Fixed(c.name, b1, p1, b2, p2, f1, f2))
-    reference = jnp.asarray(absolute_state(tree, moving, q_ref))
+    reference = jnp.asarray(absolute_state(tree, moving, q_ref, extra=extra))
     loads = [_damping(layout, dampers)] if dampers else []
     if tree.actuators:
-        loads.append(_actuation(tree, layout, coordinates, control, label))
+        loads.append(_actuation(tree, layout, coordinates, control))
+    kinetic = ([_quadratic_form(layout, rotors)] if rotors else []) + [m.completion for m in mixed]
     mech = spatial.spatial_mechanism(
         bodies, joints, params, gravity="gravity", elements=elements,
         applied_forces=_summed(loads) if loads else None,
-        added_kinetic_energy=_quadratic_form(layout, rotors) if rotors else None,
+        added_kinetic_energy=_summed_energies(kinetic) if kinetic else None,
+        extra_coordinates=names,
     )  # fmt: skip
     # the builder's reference_q would evaluate M op by op (seconds); one compiled call instead
     M = np.asarray(eqx.filter_jit(lambda m, q: m.mass_matrix(q, m.params))(mech, reference))
@@ -600,10 +860,31 @@ def absolute_mechanism(
     maps = None
     if all(j.name in rates for j in tree.joints):
         maps = (
-            joint_positions(tree, moving, q_ref, layout, coordinates),
+            joint_positions(tree, moving, q_ref, layout, coordinates, quaternions),
             joint_velocities(tree, layout, rates),
         )
-    return mech.replace_structure(analyze_structure(mech, reference)), tuple(moving), maps
+    return mech.replace_structure(analyze_structure(mech, reference)), tuple(moving), maps, extra
+
+
+def _acted_on(tree: Tree, params: dict) -> frozenset[str]:
+    """The joints something acts on along their coordinates: armature, damping or a spring
+    (a non-zero parameter), an actuator or a joint equality: none of them is one of a
+    three-hinge Spherical's hinges (`_body_joints`), so each has its rates and coordinate."""
+    acted = {tree.joints[a.joint].name for a in tree.actuators}
+    acted.update(
+        tree.joints[k].name
+        for c in tree.closures
+        if c.kind == "joint"
+        for k in (c.joint1, c.joint2)
+        if k >= 0
+    )
+    for j, spring in zip(tree.joints, tree.springs, strict=True):
+        terms = [params[param_key(j.name, f)] for f in ("armature", "damping")]
+        if spring:
+            terms.append(params[param_key(j.name, "stiffness")])
+        if any(np.any(np.asarray(x) != 0) for x in terms):
+            acted.add(j.name)
+    return frozenset(acted)
 
 
 def _quaternion_spring(
@@ -640,13 +921,19 @@ def _conjugate(e: Array) -> Array:
 
 
 def joint_quaternions(
-    tree: Tree, moving: Sequence[int], q_ref: Array, layout: spatial.Layout
+    tree: Tree,
+    moving: Sequence[int],
+    q_ref: Array,
+    layout: spatial.Layout,
+    direct: dict[str, _JointQuaternion] | None = None,
 ) -> Callable[[Array, TreeJoint], Array]:
     """The map (q, j) ↦ the quaternion of ball or free joint j (MuJoCo's `qpos` part) from
     absolute coordinates: a body's frame R = A·A(iquat)ᵀ has the quaternion c = e ⊗ iquat*
     (e its Euler parameters; a static body's is its frame's at q_ref), so a free joint's is c
     and a ball's (c_p ⊗ quat)* ⊗ c, c_p its parent's (MuJoCo's `mj_kinematics`: R =
-    R_p·A(quat)·A(e_ball)); as long as e is, not normalised."""
+    R_p·A(quat)·A(e_ball)); as long as e is, not normalised. A ball in mixed coordinates
+    (`direct`) has its quaternion among q."""
+    direct = direct or {}
     index = {b: k for k, b in enumerate(moving)}
     R_ref = np.asarray(jax.jit(tree.frames)(q_ref)[1])
     inertial = [_conjugate(euler_parameters(tree.body_irot[b])) for b in range(len(R_ref))]
@@ -658,6 +945,8 @@ def joint_quaternions(
         return _quaternion_product(e, jnp.asarray(inertial[b]))
 
     def quaternion(q: Array, j: TreeJoint) -> Array:
+        if j.name in direct:
+            return direct[j.name].quaternion(q)
         c = frame_quaternion(q, j.body)
         if j.kind == FREE:
             return c
@@ -675,14 +964,16 @@ def joint_positions(
     moving: Sequence[int],
     q_ref: Array,
     layout: spatial.Layout,
-    coordinates: dict[str, _Coordinate],
+    coordinates: dict[str, _Coordinate | _JointCoordinate],
+    direct: dict[str, _JointQuaternion] | None = None,
 ) -> Callable[[Array], Array]:
     """The map q ↦ MuJoCo's `qpos` from absolute coordinates (one state): a hinge's or
-    slide's θ + q_ref (`_Coordinate`; a hinge's angle in (q_ref − π, q_ref + π]), a ball's
-    quaternion and a free joint's (`joint_quaternions`), preceded by its position, the body
-    frame's x (`body_frames`). Every hinge and slide must have a coordinate."""
+    slide's θ + q_ref (`_Coordinate`, a hinge's angle in (q_ref − π, q_ref + π]; in mixed
+    coordinates its coordinate itself), a ball's quaternion and a free joint's
+    (`joint_quaternions`), preceded by its position, the body frame's x (`body_frames`).
+    Every hinge and slide must have a coordinate."""
     frames = body_frames(tree, moving, q_ref)
-    quaternion = joint_quaternions(tree, moving, q_ref, layout)
+    quaternion = joint_quaternions(tree, moving, q_ref, layout, direct)
 
     def positions(q: Array) -> Array:
         qpos = jnp.zeros(tree.nq, q.dtype)
@@ -720,23 +1011,17 @@ def joint_velocities(
 def _actuation(
     tree: Tree,
     layout: spatial.Layout,
-    coordinates: dict[str, _Coordinate],
+    coordinates: dict[str, _Coordinate | _JointCoordinate],
     control: Callable,
-    label: str,
 ) -> Callable[[Array, Array, Array, dict], Array]:
     """The actuators' generalized force Q(t, q, q̇, p) = (∂θ/∂q)ᵀ Q_θ (module docstring):
     θ(q) places each actuated joint's coordinate, read off the absolute ones, at its `qpos`
     address (θ + q_ref, the rest zero), Q_θ = `Tree.actuator_forces` there (one vjp of θ
-    pulls it back, one jvp gives θ̇). Refused where an actuated joint has no coordinate."""
+    pulls it back, one jvp gives θ̇); in mixed coordinates θ is a coordinate itself, and the
+    pullback puts Q_θ on it."""
     joints = list(
         {tree.joints[a.joint].name: tree.joints[a.joint] for a in tree.actuators}.values()
     )
-    if missing := [j.name for j in joints if j.name not in coordinates]:
-        _refuse(
-            label,
-            f"the actuator on joint {missing[0]!r}, one of three hinges composed into a "
-            "Spherical, whose angles are no single relative angle",
-        )
     address = np.array([j.qadr for j in joints])
     ref = np.array([float(j.ref[0]) for j in joints])
 
@@ -781,6 +1066,15 @@ def _damping(
     return applied_forces
 
 
+def _summed_energies(energies: list[Callable]) -> Callable[[Array, Array, dict], Array]:
+    """The sum of kinetic energies (q, q̇, p) -> T."""
+
+    def kinetic_energy(q: Array, qd: Array, p: dict) -> Array:
+        return sum(energy(q, qd, p) for energy in energies)
+
+    return kinetic_energy
+
+
 def _summed(loads: list[Callable]) -> Callable[[Array, Array, Array, dict], Array]:
     """The sum of generalized forces (t, q, q̇, p) -> Q."""
 
@@ -791,16 +1085,13 @@ def _summed(loads: list[Callable]) -> Callable[[Array, Array, Array, dict], Arra
 
 
 def _joint_equality(
-    tree: Tree, c: Closure, coordinates: dict[str, _Coordinate], layout: spatial.Layout, label: str
+    tree: Tree,
+    c: Closure,
+    coordinates: dict[str, _Coordinate | _JointCoordinate],
+    layout: spatial.Layout,
 ) -> _JointEquality:
-    """A joint equality on the coordinates of its joints; refused where a joint has none."""
+    """A joint equality on the coordinates of its joints (each has one: `_acted_on`)."""
     joints = [tree.joints[k] for k in (c.joint1, c.joint2) if k >= 0]
-    if missing := [j.name for j in joints if j.name not in coordinates]:
-        _refuse(
-            label,
-            f"the joint equality {c.name!r}: joint {missing[0]!r} is one of three hinges "
-            "composed into a Spherical, whose angles are no single relative angle",
-        )
     first, *second = (coordinates[j.name] for j in joints)
     coefficients = tuple(float(x) for x in c.coefficients)
     return _JointEquality(c.name, layout, first, second[0] if second else None, coefficients)
@@ -821,13 +1112,14 @@ def body_frames(
     (nbody, 3) and (nbody, 3, 3). Moving body k (MuJoCo's `moving[k]`) has its centre of mass
     c = q[7k : 7k + 3] and principal frame A(e), e = q[7k + 3 : 7k + 7]; as c = x + R·ipos and
     A = R·A(iquat) (`Tree.inertial_frames`), its frame is R = A·A(iquat)ᵀ, x = c − R·ipos. The
-    other bodies are static: where they are at the joint coordinates q_ref."""
+    other bodies are static: where they are at the joint coordinates q_ref. Mixed
+    coordinates' joint coordinates, after the bodies', are not read."""
     x_ref, R_ref = (jnp.asarray(a) for a in jax.jit(tree.frames)(q_ref))
     index = np.asarray(moving, dtype=int)
     irot_t, ipos = np.swapaxes(tree.body_irot[index], 1, 2), tree.body_ipos[index]
 
     def frames(q: Array) -> tuple[Array, Array]:
-        poses = q.reshape(-1, 7)
+        poses = q[: 7 * index.size].reshape(-1, 7)  # the joint coordinates after: no body's
         R = parameter_rotation(poses[:, 3:]) @ irot_t
         x = poses[:, :3] - jnp.einsum("bij,bj->bi", R, ipos)
         return x_ref.at[index].set(x), R_ref.at[index].set(R)
@@ -835,13 +1127,18 @@ def body_frames(
     return frames
 
 
-def absolute_state(tree: Tree, moving, q: Array, qd: Array | None = None):
+def absolute_state(tree: Tree, moving, q: Array, qd: Array | None = None, *, extra=()):
     """The absolute coordinates (centre of mass, Euler parameters of the principal frame)
     of every moving body at joint coordinates q, and with q̇ their rates: ṙ, and
-    ė = ½ G(e)ᵀ ω' with ω' the principal-frame angular velocity."""
+    ė = ½ G(e)ᵀ ω' with ω' the principal-frame angular velocity; then the joint
+    coordinates of mixed coordinates, q and q̇ at their `qpos` addresses `extra`."""
+    extra = np.asarray(extra, dtype=int)
     com, irot = (np.asarray(a) for a in jax.jit(tree.inertial_frames)(q))
     e = [euler_parameters(irot[b]) for b in moving]
-    pose = np.concatenate([np.concatenate([com[b], eb]) for b, eb in zip(moving, e, strict=True)])
+    pose = np.concatenate(
+        [np.concatenate([com[b], eb]) for b, eb in zip(moving, e, strict=True)]
+        + [np.asarray(q)[extra]]
+    )
     if qd is None:
         return pose
     v, omega, _ = (np.asarray(a) for a in jax.jit(tree.body_velocities)(q, qd))
@@ -849,4 +1146,4 @@ def absolute_state(tree: Tree, moving, q: Array, qd: Array | None = None):
     for b, eb in zip(moving, e, strict=True):
         G = np.asarray(body_rate_matrix(eb))
         rates.append(np.concatenate([v[b - 1], 0.5 * G.T @ omega[b - 1]]))
-    return pose, np.concatenate(rates)
+    return pose, np.concatenate([*rates, np.asarray(qd)[extra]])

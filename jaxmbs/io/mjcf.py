@@ -92,6 +92,9 @@ class ImportedModel:
       `qpos` and (q, q̇) ↦ `qvel` of one state (`jaxmbs.io.absolute.joint_positions`,
       `joint_velocities`; `None` where a three-hinge Spherical's hinges have no single
       angles); `to_qpos` and `to_qvel` apply them.
+    - `absolute_joint_coordinates`: with absolute coordinates, the `qpos` addresses of the
+      joint coordinates that follow the bodies' in q (mixed coordinates: the joints of a
+      body whose combination has no joint of its own, `jaxmbs.io.absolute`).
     """
 
     mechanism: Mechanism
@@ -104,6 +107,7 @@ class ImportedModel:
     geometry: Geometry | None = None
     absolute_positions: Callable[[Array], Array] | None = None
     absolute_velocities: Callable[[Array, Array], Array] | None = None
+    absolute_joint_coordinates: tuple[int, ...] = ()
 
     def _joint_coordinates_only(self, what: str) -> None:
         if self.coordinates != JOINTS:
@@ -113,7 +117,8 @@ class ImportedModel:
         """MuJoCo's `qpos` of q, shape (..., nq): the same order, quaternions normalised.
         With absolute coordinates (`jaxmbs.io.absolute.joint_positions`) a hinge's angle is
         read in (q_ref − π, q_ref + π] and unwrapped along the axis before the last (a
-        trajectory's time axis, steps below π), so it runs on past ±π as MuJoCo's does."""
+        trajectory's time axis, steps below π), so it runs on past ±π as MuJoCo's does; a
+        hinge in mixed coordinates has its angle among q, as it is."""
         if self.coordinates == JOINTS:
             return jnp.vectorize(self.tree.normalized, signature="(n)->(n)")(jnp.asarray(q))
         if self.absolute_positions is None:
@@ -122,7 +127,14 @@ class ImportedModel:
                 "(use the joint coordinates)"
             )
         qpos = jnp.vectorize(self.absolute_positions, signature="(n)->(m)")(jnp.asarray(q))
-        hinges = np.array([j.qadr for j in self.tree.joints if j.kind == HINGE], dtype=int)
+        hinges = np.array(  # read off the bodies: in a window of 2π (mixed: as they are)
+            [
+                j.qadr
+                for j in self.tree.joints
+                if j.kind == HINGE and j.qadr not in self.absolute_joint_coordinates
+            ],
+            dtype=int,
+        )
         if qpos.ndim < 2 or hinges.size == 0:
             return qpos
         return qpos.at[..., hinges].set(jnp.unwrap(qpos[..., hinges], axis=-2))
@@ -198,7 +210,9 @@ class ImportedModel:
         if self.coordinates != JOINTS:
             if qpos.ndim != 1:
                 raise ValueError("from_qpos with absolute coordinates takes one state")
-            q, qd = absolute_state(self.tree, self.absolute_bodies, qpos, rates)
+            q, qd = absolute_state(
+                self.tree, self.absolute_bodies, qpos, rates, extra=self.absolute_joint_coordinates
+            )
             return jnp.asarray(q), jnp.asarray(qd)
         return qpos, rates
 
@@ -471,13 +485,13 @@ def _import(
     control = _control_function(label, tree, controls)
     if coordinates == ABSOLUTE:
         q_ref = jnp.asarray(np.concatenate([j.ref for j in joints])) if joints else q0
-        mech, moving, maps = absolute_mechanism(tree, params, q_ref, label, control)
-        q_abs, qd_abs = absolute_state(tree, moving, q0, qd0)
+        mech, moving, maps, extra = absolute_mechanism(tree, params, q_ref, label, control)
+        q_abs, qd_abs = absolute_state(tree, moving, q0, qd0, extra=extra)
         geometry = Geometry(body_names, geoms, body_frames(tree, moving, q_ref))
         positions, velocities = maps if maps is not None else (None, None)
         return ImportedModel(
             mech.with_drawings(geometry), jnp.asarray(q_abs), jnp.asarray(qd_abs), report, tree,
-            ABSOLUTE, moving, geometry, positions, velocities,
+            ABSOLUTE, moving, geometry, positions, velocities, tuple(int(a) for a in extra),
         )  # fmt: skip
     geometry = Geometry(body_names, geoms, tree.frames)
     mech = _mechanism(tree, params, q0, control, geometry)

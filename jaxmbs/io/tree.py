@@ -390,17 +390,24 @@ def _axis_rotation(axis: np.ndarray, angle: Array) -> Array:
 
 
 def _apply_joint(j: TreeJoint, q: Array, x: Array, R: Array) -> tuple[Array, Array]:
-    """One step of MuJoCo's `mj_kinematics` (module docstring)."""
-    a = j.qadr
+    """One step of MuJoCo's `mj_kinematics` (module docstring), j's coordinates read off q."""
+    return joint_motion(j, q[j.qadr : j.qadr + NQ[j.kind]], x, R)
+
+
+def joint_motion(j: TreeJoint, value: Array, x: Array, R: Array) -> tuple[Array, Array]:
+    """The frame (x, R) moved by joint j at its coordinates `value` (its `qpos`: shape (1,)
+    for a hinge or slide, (4,) a ball, (7,) a free joint): one step of MuJoCo's
+    `mj_kinematics` (module docstring). A ball's quaternion enters by `parameter_rotation`,
+    whatever its norm."""
     if j.kind == FREE:
-        return q[a : a + 3], parameter_rotation(q[a + 3 : a + 7])
+        return value[:3], parameter_rotation(value[3:7])
     if j.kind == SLIDE:
-        return x + R @ j.axis * (q[a] - j.ref[0]), R
+        return x + R @ j.axis * (value[0] - j.ref[0]), R
     anchor = x + R @ j.pos
     local = (
-        _axis_rotation(j.axis, q[a] - j.ref[0])
+        _axis_rotation(j.axis, value[0] - j.ref[0])
         if j.kind == HINGE
-        else parameter_rotation(q[a : a + 4])
+        else parameter_rotation(value[:4])
     )
     R = R @ local
     return anchor - R @ j.pos, R
@@ -421,7 +428,8 @@ def _rotation_angle_squared(e: Array, ref: Array) -> Array:
     return 4.0 * s2 * angle_over_s**2
 
 
-def _vee(W: Array) -> Array:
+def vee(W: Array) -> Array:
+    """vee(½(W − Wᵀ)): the axial vector of W's skew-symmetric part (a weld's rotation rows)."""
     return 0.5 * jnp.stack([W[2, 1] - W[1, 2], W[0, 2] - W[2, 0], W[1, 0] - W[0, 1]])
 
 
@@ -440,4 +448,4 @@ def _closure_rows(tree: Tree, c: Closure, q: Array, x: Array, R: Array) -> Array
     if c.kind == "connect":
         return p1 - p2
     E = (R[c.body2] @ c.frame2).T @ (R[c.body1] @ c.frame1) @ c.relative
-    return jnp.concatenate([p1 - p2, _vee(E)])
+    return jnp.concatenate([p1 - p2, vee(E)])

@@ -234,13 +234,15 @@ class Layout:
     def from_mechanism(cls, mechanism: Mechanism) -> Layout:
         """The layout of a mechanism built by `spatial_mechanism`, from its coordinate names
         (`name.x, name.y, name.z` then `name.e0 … name.e3` or `name.phi, name.theta,
-        name.psi`)."""
+        name.psi`); the coordinates after the bodies' (`extra_coordinates`) are no body's."""
         names, orientations, rest = [], [], list(mechanism.coordinate_names)
         while rest:
             body = rest[0].rpartition(".")[0]
             kinds = [
                 k for k, c in COORDINATES.items() if rest[: len(c)] == [f"{body}.{x}" for x in c]
             ]
+            if not kinds and names:  # the extra coordinates
+                break
             if not kinds:
                 raise ValueError(f"not the coordinates of spatial bodies: {rest[:7]}")
             names.append(body)
@@ -282,9 +284,11 @@ class Layout:
         return np.array([k for k, o in enumerate(self.orientations) if o == orientation], int)
 
     def _take(self, x, bodies: np.ndarray, start: int, width: int) -> Array:
-        """x[..., offsets + start : … + width] of the given bodies, shape (..., len, width)."""
+        """x[..., offsets + start : … + width] of the given bodies, shape (..., len, width);
+        x may go on past the bodies' coordinates (a mechanism's extra coordinates)."""
         if bodies.size == len(self.names) and len(set(self.orientations)) == 1:  # a reshape
-            return x.reshape(*x.shape[:-1], len(self.names), -1)[..., start : start + width]
+            bodies_x = x[..., : self.n]
+            return bodies_x.reshape(*x.shape[:-1], len(self.names), -1)[..., start : start + width]
         index = self.offsets[bodies][:, None] + start + np.arange(width)
         return x[..., index]
 
@@ -368,7 +372,7 @@ class Layout:
         wrench, and a joint's f (orthogonal to e, `parameter_rotation`) has the same power
         f_kᵀ q̇_k = Fᵀṙ_k + N_cᵀω_k for every q̇_k, ω_k from `velocities`.
         """
-        f = jnp.asarray(generalized_force)
+        f = jnp.asarray(generalized_force)[..., : self.n]  # extra coordinates: no body's
         zeros = jnp.zeros((len(self.names), 3), jnp.result_type(q, f, float))
         _, transpose = jax.vjp(lambda v, w: self.rates(q, v, w), zeros, zeros)
         return transpose(f.astype(zeros.dtype))
@@ -740,6 +744,7 @@ def spatial_mechanism(
     added_kinetic_energy: Callable | None = None,
     reference_q=None,
     reference_t: float = 0.0,
+    extra_coordinates: Sequence[str] = (),
 ) -> Mechanism:
     """Assemble spatial bodies and joints into a [`jaxmbs.Mechanism`][] (Lagrangian form).
 
@@ -749,7 +754,11 @@ def spatial_mechanism(
     laws to the generalized forces, as do their loads (point forces, torques) and
     `applied_forces(t, q, qd, p)`. `added_kinetic_energy(q, qd, p)`, quadratic in q̇, adds to
     T what is no body's (a rotor's ½ a θ̇² of a relative rate: MuJoCo's armature, as
-    `jaxmbs.io.absolute` maps it). The coordinates follow `Layout.from_bodies(bodies)`. The
+    `jaxmbs.io.absolute` maps it). The coordinates follow `Layout.from_bodies(bodies)`, then
+    the `extra_coordinates` (their names), which are no body's: the joint coordinates of
+    mixed coordinates (`jaxmbs.io.absolute`), on which the holonomic joints given as
+    callables (t, q, p), `applied_forces` and `added_kinetic_energy` act (that must give them
+    their share of a positive definite M); the bodies' functions read q up to them. The
     constraint groups: first `"normalization"` (eᵀe − 1 = 0 of every Euler-parameter body, in
     body order), then each joint, in the given order (holonomic joints first). `reference_q`
     must keep eᵀe = 1 and avoid the gimbal lock (sin θ ≠ 0) of every ZXZ body; one that is a
@@ -761,7 +770,9 @@ def spatial_mechanism(
     parts = [j.parts(layout, params, reference_q) if hasattr(j, "parts") else (j,) for j in joints]
     holonomic, pfaffian, joint_groups = split_joints([k for p in parts for k in p], n_bodies)
     groups = _constraint_groups(joint_groups, int(layout.bodies_of(EULER_PARAMETERS).size))
-    checked = check_elements(elements, n_bodies, params, dimension=3, n=layout.n)
+    extra_coordinates = tuple(extra_coordinates)
+    n = layout.n + len(extra_coordinates)
+    checked = check_elements(elements, n_bodies, params, dimension=3, n=n)
     element_set = ElementSet(checked, _body_kinematics(layout), dimension=3)
     kinetic_energy = _kinetic_energy(layout, bodies, added_kinetic_energy)
 
@@ -791,7 +802,7 @@ def spatial_mechanism(
         ),
         elements=element_set if element_set.elements else None,
         joints=(*holonomic, *pfaffian),
-        coordinate_names=layout.coordinate_names(),
+        coordinate_names=layout.coordinate_names() + extra_coordinates,
         constraint_groups=groups,
         reference_q=reference_q,
         reference_t=reference_t,
