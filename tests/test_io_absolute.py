@@ -942,11 +942,13 @@ def test_every_combination_of_joints_on_a_body_moves_as_the_joint_coordinates():
             <geom size="0.1"/></body></worldbody></mujoco>""",
             "more than 6 dofs in body 'a'",
         ),
-        (
+        (  # a body without joints that an equality refers to is not fused
             """<mujoco><worldbody><body name="a"><joint name="h" axis="1 0 0"/>
             <geom size="0.1"/><body name="stuck" pos="0.2 0 0"><geom size="0.1"/></body>
-            </body></worldbody></mujoco>""",
-            "absolute coordinates need a joint on every moving body; body 'stuck' has none",
+            </body><body name="b" pos="0 1 0"><joint name="k" axis="1 0 0"/><geom size="0.1"/>
+            </body></worldbody><equality><connect body1="stuck" body2="b" anchor="0 0 0"/>
+            </equality></mujoco>""",
+            "body 'stuck' has none, and MuJoCo's compiler does not fuse it into its parent",
         ),
     ],
 )
@@ -990,3 +992,55 @@ def test_weld_rows_are_mujocos_on_sites_and_with_a_given_relative_pose():
     print(f"weld rows {gap:.2g} of {np.max(np.abs(rows['joints'])):.2g}")
     assert np.max(np.abs(rows["joints"])) > 0.05
     np.testing.assert_allclose(rows["absolute"], rows["joints"], rtol=0, atol=1e-15)
+
+
+#: Bodies without joints under moving ones: a tool bolted (offset, turned) to a forearm, with
+#: a hinged finger under it, and a weight on a slider.
+BOLTED = """
+<mujoco>
+  <worldbody>
+    <body name="arm" pos="0 0 1">
+      <joint name="shoulder" axis="0 1 0" damping="0.1"/>
+      <geom type="capsule" fromto="0 0 0 0.4 0 0" size="0.04"/>
+      <body name="tool" pos="0.4 0 0" euler="0 30 10">
+        <geom type="box" size="0.08 0.03 0.02" pos="0.06 0.01 0"/>
+        <body name="finger" pos="0.12 0 0">
+          <joint name="knuckle" axis="0 0 1" stiffness="2"/>
+          <geom type="capsule" fromto="0 0 0 0.1 0 0" size="0.015"/>
+        </body>
+      </body>
+    </body>
+    <body name="carriage" pos="0 0.5 1">
+      <joint name="rail" type="slide" axis="1 0 0"/>
+      <geom type="box" size="0.05 0.05 0.05"/>
+      <body name="weight" pos="0 0 -0.2"><geom type="sphere" size="0.05"/></body>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+def test_bodies_without_joints_under_moving_ones_are_fused_into_their_parents():
+    """In absolute coordinates the bolted tool and the weight are fused into their parents by
+    MuJoCo's compiler (the report says so; the joint coordinates keep them): at a random
+    moving state `mj_forward`'s qacc of the file as written is the rate of `to_qvel`
+    (measured 2.0e-15 of its scale 4.1e3, the light finger's), and with the tool's geom left
+    out MuJoCo's own qacc of the shoulder moves by 0.04 of itself."""
+    joint, absolute = _pair(BOLTED)
+    assert absolute.absolute_bodies == (1, 2, 3)  # arm+tool, finger, carriage+weight
+    note = next(n for n in absolute.report.notes if "fused" in n)
+    assert "'tool'" in note and "'weight'" in note
+    assert "tool.mass" in joint.mechanism.params and "tool.mass" not in absolute.mechanism.params
+    qpos, qvel = _random_state(joint, 5, 0.5, speed=2.0)
+    scale = float(np.max(np.abs(_mujoco_qacc(BOLTED, qpos, qvel))))
+    q, qd = absolute.from_qpos(qpos, qvel)
+    qvel_back, qacc = _mujoco_rates(absolute, q, qd, absolute.mechanism.params)
+    gap = float(np.max(np.abs(qacc - _mujoco_qacc(BOLTED, qpos, qvel))))
+    print(f"qacc {gap:.2g} of {scale:.2g}")
+    assert gap <= 1e-13 * scale
+    np.testing.assert_allclose(qvel_back, qvel, rtol=0, atol=1e-14 * np.max(np.abs(qvel)))
+    toolless = BOLTED.replace('<geom type="box" size="0.08 0.03 0.02" pos="0.06 0.01 0"/>', "")
+    shoulder = _mujoco_qacc(BOLTED, qpos, qvel)[0]
+    change = abs(_mujoco_qacc(toolless, qpos, qvel)[0] - shoulder) / abs(shoulder)
+    print(f"MuJoCo without the tool's geom: the shoulder's qacc moves by {change:.2g}")
+    assert change >= 1e-2

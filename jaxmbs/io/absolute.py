@@ -114,9 +114,12 @@ parameters (`joint_quaternions`); a hinge's angle comes in (q_ref − π, q_ref 
 slide's θ̇, a ball's ω relative to its parent in its body's frame, a free joint's origin
 velocity (world frame) and ω (its body's frame); MuJoCo's `qacc` is their rate.
 
-Refused with a `ValueError` naming them: a free joint with other joints on its body (which
-MuJoCo's compiler refuses first) and a body without joints under a moving one; `to_qpos`
-and `to_qvel` of a three-hinge Spherical whose hinges nothing acts on (they have no single
+A body without joints under a moving one moves welded to its parent: `jaxmbs.io.from_mjcf`
+has MuJoCo's compiler fuse it into the parent (`fusestatic`: its mass, inertia and geoms
+join the parent's; the report's notes name it). Refused with a `ValueError` naming them: a
+free joint with other joints on its body (which MuJoCo's compiler refuses first), a body
+without joints under a moving one that the compiler keeps because an element refers to it;
+`to_qpos` and `to_qvel` of a three-hinge Spherical whose hinges nothing acts on (they have no single
 angles).
 """
 
@@ -755,7 +758,9 @@ def absolute_mechanism(
         if b not in moving and _moving_ancestor(tree, b, moving):
             raise ValueError(
                 f"{label}: absolute coordinates need a joint on every moving body; body "
-                f"{tree.body_names[b]!r} has none (use the joint coordinates)"
+                f"{tree.body_names[b]!r} has none, and MuJoCo's compiler does not fuse it into "
+                "its parent because an element refers to it (an equality, a sensor's site): "
+                "use the joint coordinates"
             )
     com, irot = (np.asarray(a) for a in jax.jit(tree.inertial_frames)(q_ref))
     frame_x, frame_R = (np.asarray(a) for a in jax.jit(tree.frames)(q_ref))

@@ -269,13 +269,41 @@ def from_mjcf(
     spec, label = _spec(mujoco, source)
     for i, loop in enumerate(loops):
         _add_loop(mujoco, spec, loop, i)
-    try:
-        model = spec.compile()
-    except Exception as err:  # MuJoCo's compiler names the element and the cause
-        raise ValueError(f"{label}: MuJoCo's compiler refused the model: {err}") from None
     if coordinates not in (JOINTS, ABSOLUTE):
         raise ValueError(f"coordinates must be {JOINTS!r} or {ABSOLUTE!r}, got {coordinates!r}")
-    return _import(mujoco, model, label, keyframe, strict, controls, coordinates)
+    model = _compile(spec, label)
+    fused: tuple[str, ...] = ()
+    if coordinates == ABSOLUTE and (welded := _welded_bodies(mujoco, model)):
+        # a body without joints under a moving one moves with its parent: MuJoCo's compiler
+        # fuses it into the parent (mass, inertia, geoms), as `fusestatic` does, unless
+        # something refers to it (then `absolute_mechanism` refuses it by name)
+        spec = spec.copy()
+        spec.compiler.fusestatic = True
+        model = _compile(spec, label)
+        kept = {mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, b) for b in range(model.nbody)}
+        fused = tuple(name for name in welded if name not in kept)
+    return _import(mujoco, model, label, keyframe, strict, controls, coordinates, fused)
+
+
+def _compile(spec, label: str):
+    """`spec.compile()`, MuJoCo's refusal a `ValueError` naming the source."""
+    try:
+        return spec.compile()
+    except Exception as err:  # MuJoCo's compiler names the element and the cause
+        raise ValueError(f"{label}: MuJoCo's compiler refused the model: {err}") from None
+
+
+def _welded_bodies(mujoco, model) -> tuple[str, ...]:
+    """The names of the bodies without joints that have a moving ancestor (they move welded
+    to their parent)."""
+    moving = np.zeros(model.nbody, bool)
+    welded = []
+    for b in range(1, model.nbody):  # parents come before their children
+        moving[b] = model.body_jntnum[b] > 0 or moving[model.body_parentid[b]]
+        if model.body_jntnum[b] == 0 and moving[b]:
+            name = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, b)
+            welded.append(name or f"(unnamed body {b})")
+    return tuple(welded)
 
 
 def from_urdf(
@@ -424,7 +452,14 @@ def _completion_inertias(model, joints: list[TreeJoint]) -> np.ndarray:
 
 
 def _import(
-    mujoco, model, label: str, keyframe, strict: bool, controls: Controls, coordinates: str
+    mujoco,
+    model,
+    label: str,
+    keyframe,
+    strict: bool,
+    controls: Controls,
+    coordinates: str,
+    fused: tuple[str, ...] = (),
 ) -> ImportedModel:
     Obj = mujoco.mjtObj
     disabled = int(model.opt.disableflags)
@@ -456,6 +491,12 @@ def _import(
         notes.append(
             "geoms without a line drawing are not drawn: "
             + ", ".join(f"{g.name!r} ({g.kind})" for g in undrawn)
+        )
+    if fused:
+        notes.append(
+            "bodies without joints fused into their parents by MuJoCo's compiler (fusestatic) "
+            "for absolute coordinates, their mass, inertia and geoms with them: "
+            + ", ".join(repr(name) for name in fused)
         )
     report = ImportReport(label, tuple(left_out), tuple(notes))
     if strict and (refused := [e for e in left_out if e.changes_motion]):
