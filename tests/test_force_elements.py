@@ -424,3 +424,64 @@ def test_motor_work_includes_its_explicit_time_dependence():
     sol = jaxmbs.simulate(mech, np.zeros(3), np.zeros(3), (0.0, 2.0), saveat=ts, rtol=TOL, atol=TOL)
     work = jaxmbs.element_work(mech, sol)["motor"]
     np.testing.assert_allclose(work, 0.5 * J * np.asarray(sol.qd[:, 2]) ** 2, atol=1e-10)
+
+
+class _Hardening(forces.AbstractForceElement):
+    """A user's element: a hardening spring from the origin to the slider's body,
+    V = ¼ k (x − 1)⁴ with x the body's distance from the origin, f = k (x − 1)³; with a
+    damper c on ẋ as its non-conservative part."""
+
+    name = "hardening"
+    bodies = (0,)
+
+    def check(self, params, dimension, n):
+        if "k3" not in params:
+            raise ValueError("hardening: 'k3' is missing")
+
+    def _x(self, kit, q):
+        return jnp.linalg.norm(kit.point(q, 0, jnp.zeros(2)))
+
+    def force(self, kit, t, q, qd, p):
+        return p["k3"] * (self._x(kit, q) - 1.0) ** 3
+
+    def potential(self, kit, q, p):
+        return 0.25 * p["k3"] * (self._x(kit, q) - 1.0) ** 4
+
+    def nonconservative_force(self, kit, t, q, qd, p):
+        x, pullback = jax.vjp(lambda q_: self._x(kit, q_), q)
+        xdot = jax.jvp(lambda q_: self._x(kit, q_), (q,), (qd,))[1]
+        return -pullback(p["c3"] * xdot)[0]
+
+    def power(self, kit, t, q, qd, p):
+        return -p["c3"] * jax.jvp(lambda q_: self._x(kit, q_), (q,), (qd,))[1] ** 2
+
+
+def test_a_users_element_subclassing_the_abstract_base():
+    """An element written by subclassing `forces.AbstractForceElement` enters the builder's
+    sums: m ẍ = −k (x − 1)³ − c ẋ on the slider, its V in the energy, its power the
+    damper's; its `check` runs before anything is traced; a subclass that leaves a method
+    out cannot be made."""
+    params = {"k3": 400.0, "c3": 0.3}
+    joint = planar.Translational("rail", None, (0.0, 0.0), (1.0, 0.0), 0)
+    mech = planar.planar_mechanism(
+        [planar.Body("mass", 2.0, 0.1)], [joint], params, gravity=(0.0, 0.0),
+        elements=[_Hardening()],
+    ).with_structure(np.array([1.0, 0.0, 0.0]))  # fmt: skip
+    q, qd = jnp.array([1.2, 0.0, 0.0]), jnp.array([0.5, 0.0, 0.0])
+    qdd = np.asarray(jaxmbs.accelerations(mech, q, qd, 0.0))
+    expected = (-400.0 * 0.2**3 - 0.3 * 0.5) / 2.0  # −3.275
+    assert abs(qdd[0] - expected) < 1e-12 * abs(expected)
+    energy = float(mech.energy(q, qd))
+    assert abs(energy - (0.5 * 2.0 * 0.25 + 0.25 * 400.0 * 0.2**4)) < 1e-12
+    with pytest.raises(ValueError, match="'k3' is missing"):
+        planar.planar_mechanism(
+            [planar.Body("mass", 2.0, 0.1)], [joint], {}, gravity=(0.0, 0.0),
+            elements=[_Hardening()],
+        )  # fmt: skip
+
+    class Unfinished(forces.AbstractForceElement):
+        name = "unfinished"
+        bodies = (0,)
+
+    with pytest.raises(TypeError, match="abstract"):
+        Unfinished()

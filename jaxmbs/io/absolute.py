@@ -230,7 +230,7 @@ class _Coordinate:
         """θ̇ (MuJoCo's `qvel` of the joint), by one jvp of `value`, shape (1,)."""
         return jnp.atleast_1d(jax.jvp(lambda q_: self.value(layout, q_), (q,), (qd,))[1])
 
-    def element(self, spring: bool) -> forces.ForceElement:
+    def element(self, spring: bool) -> forces.AbstractForceElement:
         """The joint's spring (stiffness 0 without one) and damper as a force element along
         this coordinate, relaxed where q = springref (MuJoCo's `qpos_spring`)."""
         j, key = self.joint, param_key(self.joint.name, "springref")
@@ -373,11 +373,11 @@ class _JointQuaternion:
 
 
 @dataclasses.dataclass(frozen=True)
-class _JointSpringDamper:
+class _JointSpringDamper(forces.AbstractForceElement):
     """MuJoCo's spring and damper of a hinge or slide on a body in mixed coordinates, on its
     coordinate q_k (`_JointCoordinate`, q_k its `qpos`): V = ½ k (q_k − q_spring)² (k = 0
     without a spring), f = k (q_k − q_spring) + c q̇_k along q_k, so Q_k = −f, MuJoCo's
-    `qfrc_spring` and `qfrc_damper`. The shape of a `forces` element (`_QuaternionSpring`'s):
+    `qfrc_spring` and `qfrc_damper`. As a force element (`forces.AbstractForceElement`):
     `force` f, `potential` V, the damper's part `nonconservative_force` and its `power`."""
 
     name: str
@@ -521,7 +521,7 @@ def rotation_vector(d: Array) -> Array:
 
 
 @dataclasses.dataclass(frozen=True)
-class _QuaternionSpring:
+class _QuaternionSpring(forces.AbstractForceElement):
     """MuJoCo's spring of a ball joint, or of a free joint, as a force element between its
     body's parent (`body_i`, None: the ground) and its body (`body_j`). Its deformation δ is
     the rotation vector θ of r⁻¹ ⊗ e (`rotation_vector`; MuJoCo's `mju_subQuat(e, r)`): e
@@ -532,8 +532,9 @@ class _QuaternionSpring:
     joint's `qvel` (−k (x − x_ref) on the free joint's translation) as the bodies' force and
     torque: with ω the joint's angular velocity in its body's frame, θ̇ = J⁻¹(θ) ω and
     J⁻ᵀ(θ) θ = θ, so V's derivative along ω is k θᵀω. No damping: a ball's and a free
-    joint's dampers act on their `qvel` (`_damping`). The shape of a `forces` element:
-    `force` is f = k δ (δ's shape), `potential` V, no non-conservative part."""
+    joint's dampers act on their `qvel` (`_damping`). As a force element
+    (`forces.AbstractForceElement`): `force` is f = k δ (δ's shape), `potential` V, no
+    non-conservative part."""
 
     name: str
     joint: TreeJoint

@@ -39,6 +39,7 @@ the force its callables return, and that it acts in a mechanism of that dimensio
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import ClassVar, NamedTuple
@@ -168,8 +169,54 @@ def one_sided(
     return law
 
 
+class AbstractForceElement(abc.ABC):
+    """What the builders (`planar_mechanism`, `spatial_mechanism`, keyword `elements=`) and
+    `ElementSet` ask of a force element: subclass it for an element of your own.
+
+    An element has a `name` (unique in its mechanism), acts on `bodies` (indices, None the
+    ground) in builders of `dimensions` (2, 3), and at a state gives, through the builder's
+    `BodyKinematics` `kit`, its force or torque f (`force`, read back along a solution), its
+    potential V (`potential`, zero where it has none), the generalized force of the rest,
+    Q_nc (`nonconservative_force`), and that rest's power P (`power`). Its share of the
+    mechanism's generalized force is −∂V/∂q + Q_nc, of its energy V, and the energy balance
+    E(t) − E(0) = ∫ Σ P dt holds where Q_ncᵀ q̇ = P (module docstring).
+    """
+
+    name: str
+    #: The builders the element works with: 2 (`planar_mechanism`), 3 (`spatial_mechanism`).
+    dimensions: ClassVar[tuple[int, ...]] = (2, 3)
+
+    @property
+    @abc.abstractmethod
+    def bodies(self) -> tuple[int | None, ...]:
+        """The bodies the element acts on (None: the ground), checked by `check_elements`."""
+
+    @abc.abstractmethod
+    def check(self, params, dimension: int, n: int) -> None:
+        """Refuse, before anything is traced, what the element cannot work with: a builder
+        of another `dimension`, a missing parameter key, a parameter of the wrong shape.
+        **Arguments:** the mechanism's `params`, its dimension and number of coordinates n.
+        **Raises:** `ValueError` naming the element and the parameter."""
+
+    @abc.abstractmethod
+    def force(self, kit: BodyKinematics, t, q, qd, p) -> Array:
+        """The element's force or torque f at a state (what `ElementSet.forces` reads)."""
+
+    @abc.abstractmethod
+    def potential(self, kit: BodyKinematics, q, p) -> Array:
+        """Its potential energy V(q), a scalar (zero where it has none)."""
+
+    @abc.abstractmethod
+    def nonconservative_force(self, kit: BodyKinematics, t, q, qd, p) -> Array:
+        """Q_nc, the generalized force (shape (n,)) of the part without a potential."""
+
+    @abc.abstractmethod
+    def power(self, kit: BodyKinematics, t, q, qd, p) -> Array:
+        """P = Q_ncᵀ q̇, the work per unit time of that part on the system, a scalar."""
+
+
 @dataclasses.dataclass(frozen=True)
-class _Element:
+class _Element(AbstractForceElement):
     """An element acting along a deformation δ(q) (module docstring).
 
     `stiffness`, `damping` and the element's reference δ₀ define the linear law; a `law`
@@ -183,8 +230,6 @@ class _Element:
     law: ForceLaw | None = None
     actuator: Callable[..., Array] | None = None
 
-    #: The builders the element works with: 2 (`planar_mechanism`), 3 (`spatial_mechanism`).
-    dimensions: ClassVar[tuple[int, ...]] = (2, 3)
     #: The shape of δ: () for a length or an angle.
     components: ClassVar[Shape] = ()
 
@@ -421,7 +466,7 @@ def _angular_velocity(kit: BodyKinematics, q, qd, body: int | None) -> Array:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Load:
+class _Load(AbstractForceElement):
     """An applied load F whose power is P = Fᵀ v, v(q, q̇) a velocity linear in q̇
     (`velocity`); `load` is a callable (t, q, q̇, p) -> F (a function of time, a controller)
     or a constant (numbers or a parameter key). Its generalized force is
@@ -436,9 +481,6 @@ class _Load:
     body: int | None
     load: Spec | Callable[..., Array]
     local: bool = False
-
-    #: The builders the load works with: 2 (`planar_mechanism`), 3 (`spatial_mechanism`).
-    dimensions: ClassVar[tuple[int, ...]] = (2, 3)
 
     @property
     def bodies(self) -> tuple[int | None, ...]:
@@ -519,14 +561,9 @@ class BodyTorque(_Load):
         return _angular_velocity(kit, q, qd, self.body)
 
 
-ForceElement = (
-    SpringDamper | AxialSpringDamper | RotationalSpringDamper | Bushing | PointForce | BodyTorque
-)
-
-
 def check_elements(
-    elements: Sequence[ForceElement], n_bodies: int, params, *, dimension: int, n: int
-) -> tuple[ForceElement, ...]:
+    elements: Sequence[AbstractForceElement], n_bodies: int, params, *, dimension: int, n: int
+) -> tuple[AbstractForceElement, ...]:
     """Check names, body indices, the builder and every parameter's shape before anything is
     traced.
 
@@ -558,7 +595,7 @@ class ElementSet(NamedTuple):
     dimension (2: planar, 3: spatial); the builders' sums over them and the readback along a
     solution."""
 
-    elements: tuple[ForceElement, ...]
+    elements: tuple[AbstractForceElement, ...]
     kit: BodyKinematics
     dimension: int
 

@@ -26,7 +26,7 @@ from ..._internal.types import Array
 from ...kinematics.structure import warn_if_singular
 from ..mechanism import Mechanism
 from ._common import PointPair, Spec, cos_sin, split_joints, value
-from .forces import BodyKinematics, ElementSet, ForceElement, check_elements
+from .forces import AbstractForceElement, BodyKinematics, ElementSet, check_elements
 
 
 def rotation(phi) -> Array:
@@ -300,7 +300,7 @@ def planar_mechanism(
     params=None,
     *,
     gravity: Spec = (0.0, -9.81),
-    elements: Sequence[ForceElement] = (),
+    elements: Sequence[AbstractForceElement] = (),
     applied_forces: Callable | None = None,
     reference_q=None,
     reference_t: float = 0.0,

@@ -53,7 +53,7 @@ from ..._internal.types import Array
 from ...kinematics.structure import warn_if_singular
 from ..mechanism import Mechanism
 from ._common import PointPair, Spec, split_joints, value
-from .forces import BodyKinematics, ElementSet, ForceElement, check_elements
+from .forces import AbstractForceElement, BodyKinematics, ElementSet, check_elements
 from .orientation import (
     body_rate_matrix,
     euler_angles,
@@ -739,7 +739,7 @@ def spatial_mechanism(
     params=None,
     *,
     gravity: Spec = (0.0, 0.0, -9.81),
-    elements: Sequence[ForceElement] = (),
+    elements: Sequence[AbstractForceElement] = (),
     applied_forces: Callable | None = None,
     added_kinetic_energy: Callable | None = None,
     reference_q=None,
