@@ -763,9 +763,8 @@ def absolute_mechanism(
                 "its parent because an element refers to it (an equality, a sensor's site): "
                 "use the joint coordinates"
             )
-    com, irot = (np.asarray(a) for a in jax.jit(tree.inertial_frames)(q_ref))
-    frame_x, frame_R = (np.asarray(a) for a in jax.jit(tree.frames)(q_ref))
-    at = _BodyFrames({b: k for k, b in enumerate(moving)}, com, irot, frame_x, frame_R)
+    ref = tree.kinematics_at(q_ref)
+    at = _BodyFrames({b: k for k, b in enumerate(moving)}, ref.com, ref.irot, ref.x, ref.R)
     bodies = [
         spatial.Body(
             tree.body_names[b],
@@ -810,7 +809,7 @@ def absolute_mechanism(
     }
     for j in tree.joints:
         if j.kind in (BALL, FREE) and j.name not in quaternions:
-            parent, origin = at.index.get(tree.parent[j.body]), at.point(j.body, frame_x[j.body])
+            parent, origin = at.index.get(tree.parent[j.body]), at.point(j.body, at.frame_x[j.body])
             rates[j.name] = _QuaternionRates(
                 j, parent, at.index[j.body], tree.body_irot[j.body], origin[1]
             )
@@ -941,7 +940,7 @@ def joint_quaternions(
     (`direct`) has its quaternion among q."""
     direct = direct or {}
     index = {b: k for k, b in enumerate(moving)}
-    R_ref = np.asarray(jax.jit(tree.frames)(q_ref)[1])
+    R_ref = tree.kinematics_at(q_ref).R
     inertial = [_conjugate(euler_parameters(tree.body_irot[b])) for b in range(len(R_ref))]
 
     def frame_quaternion(q: Array, b: int) -> Array:
@@ -1120,7 +1119,8 @@ def body_frames(
     A = R·A(iquat) (`Tree.inertial_frames`), its frame is R = A·A(iquat)ᵀ, x = c − R·ipos. The
     other bodies are static: where they are at the joint coordinates q_ref. Mixed
     coordinates' joint coordinates, after the bodies', are not read."""
-    x_ref, R_ref = (jnp.asarray(a) for a in jax.jit(tree.frames)(q_ref))
+    ref = tree.kinematics_at(q_ref)
+    x_ref, R_ref = jnp.asarray(ref.x), jnp.asarray(ref.R)
     index = np.asarray(moving, dtype=int)
     irot_t, ipos = np.swapaxes(tree.body_irot[index], 1, 2), tree.body_ipos[index]
 
@@ -1139,15 +1139,15 @@ def absolute_state(tree: Tree, moving, q: Array, qd: Array | None = None, *, ext
     ė = ½ G(e)ᵀ ω' with ω' the principal-frame angular velocity; then the joint
     coordinates of mixed coordinates, q and q̇ at their `qpos` addresses `extra`."""
     extra = np.asarray(extra, dtype=int)
-    com, irot = (np.asarray(a) for a in jax.jit(tree.inertial_frames)(q))
-    e = [euler_parameters(irot[b]) for b in moving]
+    at = tree.kinematics_at(q, qd)
+    e = [euler_parameters(at.irot[b]) for b in moving]
     pose = np.concatenate(
-        [np.concatenate([com[b], eb]) for b, eb in zip(moving, e, strict=True)]
+        [np.concatenate([at.com[b], eb]) for b, eb in zip(moving, e, strict=True)]
         + [np.asarray(q)[extra]]
     )
     if qd is None:
         return pose
-    v, omega, _ = (np.asarray(a) for a in jax.jit(tree.body_velocities)(q, qd))
+    v, omega = at.v, at.omega
     rates = []
     for b, eb in zip(moving, e, strict=True):
         G = np.asarray(body_rate_matrix(eb))

@@ -45,6 +45,9 @@ q₁ − q₁_ref − Σ cₖ (q₂ − q₂_ref)ᵏ = 0.
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -125,6 +128,20 @@ class Actuator:
     forcerange: tuple[float, float] | None
 
 
+class Kinematics(NamedTuple):
+    """A tree's kinematics at one concrete state (NumPy, `Tree.kinematics_at`): every body's
+    frame (`x`, `R`) and principal inertia frame (`com`, `irot`), world included, and the
+    moving bodies' centre-of-mass velocities `v` and principal-frame angular velocities
+    `omega` (`Tree.body_velocities`)."""
+
+    x: np.ndarray
+    R: np.ndarray
+    com: np.ndarray
+    irot: np.ndarray
+    v: np.ndarray
+    omega: np.ndarray
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Tree:
     """The static part of an imported model: topology, frames, joints, closures (NumPy).
@@ -201,6 +218,24 @@ class Tree:
         x, R = self.frames(q)
         com = x + jnp.einsum("bij,bj->bi", R, self.body_ipos)
         return com, R @ self.body_irot
+
+    @functools.cached_property
+    def _kinematics(self) -> Callable[[Array, Array], tuple[Array, ...]]:
+        """`frames`, `inertial_frames` and `body_velocities` as one jitted function: the
+        import evaluates them at concrete states several times, one compilation for all."""
+
+        def kinematics(q: Array, qd: Array) -> tuple[Array, ...]:
+            v, omega, _ = self.body_velocities(q, qd)
+            return (*self.frames(q), *self.inertial_frames(q), v, omega)
+
+        return jax.jit(kinematics)
+
+    def kinematics_at(self, q: Array, qd: Array | None = None) -> Kinematics:
+        """The frames, inertial frames and body velocities at the concrete state (q, q̇)
+        (q̇ zero by default), as NumPy arrays (`Kinematics`)."""
+        q = jnp.asarray(q, dtype=float)
+        qd = jnp.zeros_like(q) if qd is None else jnp.asarray(qd, dtype=float)
+        return Kinematics(*(np.asarray(a) for a in self._kinematics(q, qd)))
 
     def velocities(self, q: Array, qd: Array) -> Array:
         """MuJoCo's `qvel` of (q, q̇): q̇ for hinges, slides and positions, ω = 2G(e)ė for
