@@ -188,7 +188,8 @@ def sample_reference(mechanism: Model, q, t: float = 0.0, params=None) -> Sample
 
     def sample(t_, q_, p_):
         C = jax.jacfwd(lambda qd: velocity_residual(mechanism, q_, qd, t_, p_))(jnp.zeros_like(q_))
-        return C, mechanism.mass_matrix(q_, p_)
+        # jit-wrapped: traced at the avals of `jaxmbs.Mechanism`'s shape check, and reused
+        return C, jax.jit(mechanism.mass_matrix)(q_, p_)
 
     try:
         reference = Reference.of(q, t, params)

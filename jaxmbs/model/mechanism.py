@@ -38,6 +38,14 @@ def _shape_of(fn: Callable, *args) -> tuple[int, ...]:
     return jax.eval_shape(fn, *args).shape
 
 
+def _sampled_avals(params: Params) -> Params:
+    """The parameters as `sample_reference` passes them, every leaf a (strongly typed) float
+    array, as shapes: M's shape check traces `mass_matrix` at them, and the sampling
+    program's jit of `mass_matrix` reuses that trace."""
+    dtype = jnp.result_type(float)
+    return jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(np.shape(x), dtype), params)
+
+
 class Mechanism(eqx.Module):
     """A constrained multibody system: pure model functions plus differentiable parameters.
 
@@ -132,7 +140,7 @@ class Mechanism(eqx.Module):
 
         q = jax.ShapeDtypeStruct((n,), jnp.result_type(float))
         t = jax.ShapeDtypeStruct((), jnp.result_type(float))
-        if (s := _shape_of(mass_matrix, q, params)) != (n, n):
+        if (s := _shape_of(mass_matrix, q, _sampled_avals(params))) != (n, n):
             raise ValueError(f"mass_matrix(q, p) must return shape ({n}, {n}), got {s}")
         if (s := _shape_of(forces, t, q, q, params)) != (n,):
             raise ValueError(f"forces(t, q, qd, p) must return shape ({n},), got {s}")
