@@ -129,13 +129,12 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import ClassVar, NoReturn
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .._internal.types import Array
-from ..kinematics import analyze_structure
+from ..kinematics.structure import sample_reference, structure_of_samples
 from ..model.joints import forces, spatial
 from ..model.joints.orientation import body_rate_matrix, euler_parameters, parameter_rotation
 from ..model.mechanism import Mechanism
@@ -858,8 +857,9 @@ def absolute_mechanism(
         added_kinetic_energy=_summed_energies(kinetic) if kinetic else None,
         extra_coordinates=names,
     )  # fmt: skip
-    # the builder's reference_q would evaluate M op by op (seconds); one compiled call instead
-    M = np.asarray(eqx.filter_jit(lambda m, q: m.mass_matrix(q, m.params))(mech, reference))
+    # M at qpos0 comes from the program that samples C and M for the structure (sample 0)
+    samples = sample_reference(mech, reference)
+    M = samples.mass
     if not np.all(np.linalg.eigvalsh((M + M.T) / 2) > 0):
         raise ValueError(f"{label}: the mass matrix at qpos0 is not positive definite")
     maps = None
@@ -868,7 +868,7 @@ def absolute_mechanism(
             joint_positions(tree, moving, q_ref, layout, coordinates, quaternions),
             joint_velocities(tree, layout, rates),
         )
-    return mech.replace_structure(analyze_structure(mech, reference)), tuple(moving), maps, extra
+    return mech.replace_structure(structure_of_samples(mech, samples)), tuple(moving), maps, extra
 
 
 def _acted_on(tree: Tree, params: dict) -> frozenset[str]:

@@ -143,10 +143,75 @@ def pivoted_row_selection(
     return [int(i) for i in order[:count]], directions[:count], [float(p) for p in pivots[:count]]
 
 
+@dataclasses.dataclass(frozen=True)
+class Samples:
+    """C and M evaluated by one compiled program (`sample_reference`): at the reference state
+    itself, unperturbed, as sample 0, and at the `SAMPLES` random states near it that the
+    sparsity patterns are detected at (`_sampled_states`) as samples 1 … `SAMPLES`.
+
+    **Fields:** the `reference` state, the `jacobians` C, shape (1 + `SAMPLES`, m + h, n),
+    and the `masses` M, shape (1 + `SAMPLES`, n, n), as NumPy arrays.
+    """
+
+    reference: Reference
+    jacobians: np.ndarray
+    masses: np.ndarray
+
+    @property
+    def jacobian(self) -> np.ndarray:
+        """C at the reference state (sample 0)."""
+        return self.jacobians[0]
+
+    @property
+    def mass(self) -> np.ndarray:
+        """M at the reference state (sample 0), for the mass-matrix check of a build."""
+        return self.masses[0]
+
+
+#: The error of a structure analysis that could not be evaluated (tracers).
+NOT_CONCRETE = (
+    "structure analysis needs concrete q and parameters (it runs outside jit); "
+    "give the Mechanism a reference configuration (reference_q=...) or call "
+    "jaxmbs.analyze_structure before entering jit/vmap/grad"
+)
+
+
+def sample_reference(mechanism: Model, q, t: float = 0.0, params=None) -> Samples:
+    """C and M at the concrete reference state (sample 0) and at `SAMPLES` random states near
+    it (`_sampled_states`), all in one compiled program, `jax.jit(jax.vmap(sample))`: the
+    reference's C for the rank analysis, its M for the mass-matrix check of a build
+    (`jaxmbs.Mechanism`), the others for the sparsity patterns (`sparsity_of`).
+
+    **Arguments:** as `analyze_structure`'s.
+    """
+    params = mechanism.params if params is None else params
+
+    def sample(t_, q_, p_):
+        C = jax.jacfwd(lambda qd: velocity_residual(mechanism, q_, qd, t_, p_))(jnp.zeros_like(q_))
+        # jit-wrapped: traced at the avals of `jaxmbs.Mechanism`'s shape check, and reused
+        return C, jax.jit(mechanism.mass_matrix)(q_, p_)
+
+    try:
+        reference = Reference.of(q, t, params)
+        perturbed = _sampled_states(reference, np.random.default_rng(20260))
+        unperturbed = (reference.t, np.asarray(reference.q), reference.params)
+        states = jax.tree_util.tree_map(
+            lambda x, xs: np.concatenate([np.asarray(x)[None], xs]), unperturbed, perturbed
+        )
+        jacobians, masses = (np.asarray(a) for a in jax.jit(jax.vmap(sample))(*states))
+    except Exception as err:  # tracers cannot be analysed
+        raise ValueError(NOT_CONCRETE) from err
+    return Samples(reference, jacobians, masses)
+
+
 def analyze_structure(
     mechanism: Model, q, t: float = 0.0, params=None, *, sparsity: bool = True
 ) -> Structure:
     """Analyse rank and redundancy of the constraint Jacobian at a concrete configuration.
+
+    With `sparsity`, C at `q` comes from the one program that also samples the sparsity
+    patterns (`sample_reference`, sample 0); without, from `constraint_jacobian` compiled
+    alone (`eqx.filter_jit`, the compilation `warn_if_singular` shares).
 
     **Arguments:**
 
@@ -159,18 +224,29 @@ def analyze_structure(
 
     **Returns:** a [`jaxmbs.Structure`][].
     """
+    if sparsity:
+        return structure_of_samples(mechanism, sample_reference(mechanism, q, t, params))
     params = mechanism.params if params is None else params
     try:
-        # One compiled evaluation: op-by-op dispatch compiles every primitive on its own.
         jacobian = np.asarray(
             eqx.filter_jit(constraint_jacobian)(mechanism, jnp.asarray(q), t, params)
         )
     except Exception as err:  # tracers cannot be analysed
-        raise ValueError(
-            "structure analysis needs concrete q and parameters (it runs outside jit); "
-            "give the Mechanism a reference configuration (reference_q=...) or call "
-            "jaxmbs.analyze_structure before entering jit/vmap/grad"
-        ) from err
+        raise ValueError(NOT_CONCRETE) from err
+    return structure_of_jacobian(mechanism, jacobian)
+
+
+def structure_of_samples(mechanism: Model, samples: Samples) -> Structure:
+    """The structure from C at the reference state (sample 0 of `samples`) with the sparsity
+    patterns of the other samples (`sparsity_of`)."""
+    return structure_of_jacobian(mechanism, samples.jacobian, sparsity_of(mechanism.n, samples))
+
+
+def structure_of_jacobian(
+    mechanism: Model, jacobian: np.ndarray, sparsity: Sparsity | None = None
+) -> Structure:
+    """Rank, independent rows and dependent coordinates of the concrete constraint Jacobian
+    `jacobian` (C at the analysed configuration), carrying `sparsity`."""
     if not np.all(np.isfinite(jacobian)):
         raise ValueError("constraint Jacobian is not finite at the reference configuration")
     m, n = mechanism.n_holonomic, mechanism.n
@@ -201,7 +277,7 @@ def analyze_structure(
         independent_holonomic_rows=tuple(sorted(hol)),
         smallest_pivot=min(pivots) / max(pivots) if pivots else 1.0,
         dependent_coordinates=tuple(sorted(dependent)),
-        sparsity=detect_sparsity(mechanism, q, t, params) if sparsity else None,
+        sparsity=sparsity,
     )
 
 
@@ -228,23 +304,15 @@ def _nonzero(x: np.ndarray) -> np.ndarray:
     return np.any((x != 0) | ~np.isfinite(x), axis=0)
 
 
-def detect_sparsity(mechanism: Model, q, t: float = 0.0, params=None) -> Sparsity:
-    """Sample the patterns of C and M at `SAMPLES` random states near the concrete `q`.
+def sparsity_of(n: int, samples: Samples) -> Sparsity:
+    """The patterns of C and M over the `SAMPLES` random states of `samples` (1 …
+    `SAMPLES`; the reference state, sample 0, left out), their column colours.
 
-    Coordinates, time and every parameter leaf are perturbed randomly (fixed seed), so
-    non-zeros that vanish at the reference state or at the given parameter values are found.
-    Non-finite entries count as non-zero (conservative).
+    Coordinates, time and every parameter leaf are perturbed randomly (fixed seed,
+    `sample_reference`), so non-zeros that vanish at the reference state or at the given
+    parameter values are found. Non-finite entries count as non-zero (conservative).
     """
-    params = mechanism.params if params is None else params
-    reference = Reference.of(q, t, params)
-    n = mechanism.n
-
-    def sample(t_, q_, p_):
-        C = jax.jacfwd(lambda qd: velocity_residual(mechanism, q_, qd, t_, p_))(jnp.zeros_like(q_))
-        return C, mechanism.mass_matrix(q_, p_)
-
-    states = _sampled_states(reference, np.random.default_rng(20260))
-    C_pattern, M_pattern = (_nonzero(a) for a in jax.jit(jax.vmap(sample))(*states))
+    C_pattern, M_pattern = _nonzero(samples.jacobians[1:]), _nonzero(samples.masses[1:])
     M_pattern = M_pattern | np.eye(n, dtype=bool)
     M_pattern |= M_pattern.T
     return Sparsity(
@@ -253,7 +321,7 @@ def detect_sparsity(mechanism: Model, q, t: float = 0.0, params=None) -> Sparsit
         mass=pattern_rows(M_pattern),
         colours=tuple(int(c) for c in greedy_colouring(C_pattern)),
         mass_colours=tuple(int(c) for c in greedy_colouring(M_pattern)),
-        reference=reference,
+        reference=samples.reference,
     )
 
 

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._internal.types import Params
-from ..kinematics.structure import Structure, analyze_structure
+from ..kinematics.structure import Structure, sample_reference, structure_of_samples
 
 if TYPE_CHECKING:
     from .joints.forces import ElementSet
@@ -36,6 +36,14 @@ PotentialFn = Callable[..., jax.Array]  # (q, p) -> ()
 
 def _shape_of(fn: Callable, *args) -> tuple[int, ...]:
     return jax.eval_shape(fn, *args).shape
+
+
+def _sampled_avals(params: Params) -> Params:
+    """The parameters as `sample_reference` passes them, every leaf a (strongly typed) float
+    array, as shapes: M's shape check traces `mass_matrix` at them, and the sampling
+    program's jit of `mass_matrix` reuses that trace."""
+    dtype = jnp.result_type(float)
+    return jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(np.shape(x), dtype), params)
 
 
 class Mechanism(eqx.Module):
@@ -132,7 +140,7 @@ class Mechanism(eqx.Module):
 
         q = jax.ShapeDtypeStruct((n,), jnp.result_type(float))
         t = jax.ShapeDtypeStruct((), jnp.result_type(float))
-        if (s := _shape_of(mass_matrix, q, params)) != (n, n):
+        if (s := _shape_of(mass_matrix, q, _sampled_avals(params))) != (n, n):
             raise ValueError(f"mass_matrix(q, p) must return shape ({n}, {n}), got {s}")
         if (s := _shape_of(forces, t, q, q, params)) != (n,):
             raise ValueError(f"forces(t, q, qd, p) must return shape ({n},), got {s}")
@@ -155,9 +163,7 @@ class Mechanism(eqx.Module):
         self.constraint_groups = _check_groups(constraint_groups, m, h)
         self.structure = None
         if reference_q is not None:
-            q_ref = _check_q(reference_q, n)
-            _check_mass_matrix(np.asarray(mass_matrix(jnp.asarray(q_ref), params)))
-            self.structure = analyze_structure(self, q_ref, reference_t)
+            self.structure = _checked_structure(self, _check_q(reference_q, n), reference_t)
 
     @classmethod
     def from_lagrangian(
@@ -215,9 +221,7 @@ class Mechanism(eqx.Module):
 
     def with_structure(self, q, t: float = 0.0) -> Mechanism:
         """Return a copy whose constraint structure is analysed at the concrete `q`."""
-        q = _check_q(q, self.n)
-        _check_mass_matrix(np.asarray(self.mass_matrix(jnp.asarray(q), self.params)))
-        return self.replace_structure(analyze_structure(self, q, t))
+        return self.replace_structure(_checked_structure(self, _check_q(q, self.n), t))
 
     def with_drawings(self, *drawings) -> Mechanism:
         """Return a copy carrying further `drawings` (objects with `outlines(q)`) for its
@@ -268,6 +272,19 @@ def _check_q(q, n: int) -> np.ndarray:
     if not np.all(np.isfinite(q)):
         raise ValueError("reference configuration is not finite")
     return q
+
+
+def _checked_structure(mechanism: Mechanism, q: np.ndarray, t: float) -> Structure:
+    """The structure analysed at the concrete reference state (q, t), after checking M there.
+
+    One compiled program evaluates C and M at the reference state (its sample 0) and at the
+    states the sparsity patterns are sampled at (`sample_reference`): M is checked first
+    (`_check_mass_matrix`), then C analysed (`structure_of_samples`), so a bad mass matrix
+    is reported before a bad Jacobian, as when each was evaluated on its own.
+    """
+    samples = sample_reference(mechanism, q, t)
+    _check_mass_matrix(samples.mass)
+    return structure_of_samples(mechanism, samples)
 
 
 def _check_mass_matrix(M: np.ndarray) -> None:
