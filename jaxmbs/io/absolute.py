@@ -50,8 +50,9 @@ Q_c = −RᵀW(Ṙq̇), two nested derivatives of the rows instead of three). θ
 terms directly: a hinge's or slide's spring and damper V = ½ k (θ − q_spring)², f = c θ̇
 (`_JointSpringDamper`), a ball's spring on its quaternion (`_QuaternionSpring`), armature
 and a ball's damping on θ̇ and ω = 2 G(θ_e) θ̇_e (`_JointCoordinate`, `_JointQuaternion`),
-actuators and joint equalities on θ; `to_qpos` and `to_qvel` read θ and θ̇. A hinge's angle is a coordinate here, not read off the bodies'
-poses, so its spring, servo and equality are exact at every angle (no π window, below).
+actuators and joint equalities on θ; `to_qpos` and `to_qvel` read θ and θ̇. A hinge's
+angle is a coordinate here, not read off the bodies' poses, so its spring, servo and
+equality are exact at every angle (no π window, below).
 Only the bodies that need it are mixed: on the double pendulum, mixed coordinates for every
 hinge (n 14 → 16) cost 2.3× the import, 2.4× the compile time of a one-second solve and 5×
 its run time (rtol 1e-10, 2-core CPU, with the completion's terms then by autodiff of
