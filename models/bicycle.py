@@ -185,7 +185,7 @@ def four_bodies(**params: float) -> jaxmbs.Mechanism:
     parameters as `bicycle`."""
     p = {k: jnp.asarray(v) for k, v in _check(params).items()}
     theta0 = np.array([0.0, 0.0, float(p["rR"]), 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
-    q0 = np.asarray(absolute_coordinates(jnp.asarray(theta0), p))
+    q0 = np.asarray(jax.jit(absolute_coordinates)(jnp.asarray(theta0), p))
     ref = _reference_points
 
     def relative(a: str, b: str):

@@ -784,7 +784,7 @@ def test_a_ball_with_a_slide_and_a_hinge_between_oblique_slides_are_mujocos():
     group of rows (6, and a ball's normalisation) makes the body's frame the parent's composed
     with the joints. At a random moving state, with the hinge turned 4 rad past `qpos0` (its
     spring past the π window of a hinge read off the bodies): `mj_forward`'s qacc is the rate
-    of `to_qvel` (measured 3.4e-16 of its scale 2.0e3; MuJoCo itself with the fore slide
+    of `to_qvel` (measured 1.2e-16 of its scale 2.0e3; MuJoCo itself with the fore slide
     s2's axis turned by 1e-3 rad moves by 6.5e-4 of it, with the ball's spring negated by
     0.15), `to_qvel` and `to_qpos` give MuJoCo's state back, the potential energy is
     MuJoCo's `mj_energyPos` (measured 0 of 18 J, the springs' share 5.3 J), on MuJoCo's
@@ -880,7 +880,7 @@ def test_every_combination_of_joints_on_a_body_moves_as_the_joint_coordinates():
     (mixed: its hinges have coordinates), a slide then a ball, a hinge and a slide across it
     not normal to it, tied to a hinge by a joint equality: at a random moving state with the
     inputs on, the first hinge 4 rad past `qpos0`, every body's frame, its rate and its
-    acceleration are those of the joint coordinates (measured 1.5e-15 of their scale 3.4e3),
+    acceleration are those of the joint coordinates (measured 1.1e-15 of their scale 3.4e3),
     the total energy ½ q̇ᵀMq̇ + V the joint coordinates' (measured 0 of 37 J, the springs'
     share 7 J), `to_qvel` is MuJoCo's qvel; on MuJoCo's kinematics the rows hold to 3.3e-16
     and the kinetic energy is MuJoCo's to 4.2e-16. In the absolute model alone, with k1's

@@ -123,6 +123,44 @@ def test_lagrangian_form_matches_explicit_mass_matrix():
     assert_close(residual, lagrange, 0, 1e-7, "Lagrange's equations")
 
 
+def test_kinetic_completion_equals_lagrange_by_autodiff():
+    """`KineticCompletion`'s closed form (M_c = RᵀWR, Q_c = −RᵀW(Ṙq̇)) against the same
+    T_c = ½ ṙᵀWṙ given to `from_lagrangian` as kinetic energy (its terms by autodiff), at a
+    state where the rows' rates do not vanish (the two terms that cancel in the closed form
+    are nonzero there): M, M v and Q agree to rounding; with the sign of Q_c flipped Q is off
+    by its own size."""
+
+    def rows(q, p):
+        return jnp.stack([jnp.sin(q[0]) * q[1], q[0] ** 2 + jnp.cos(q[1]) * q[2]])
+
+    def weights(p):
+        return jnp.stack([p["a"], 2.0 * p["a"]])
+
+    def base(q, qd, p):
+        return 0.5 * qd @ qd
+
+    def completed(q, qd, p):
+        rate = jax.jvp(lambda x: rows(x, p), (q,), (qd,))[1]
+        return base(q, qd, p) + 0.5 * rate @ (weights(p) * rate)
+
+    params = {"a": 0.7}
+    closed = jaxmbs.Mechanism.from_lagrangian(
+        base, params=params, n=3, completions=[jaxmbs.model.KineticCompletion(rows, weights)]
+    )
+    autodiff = jaxmbs.Mechanism.from_lagrangian(completed, params=params, n=3)
+    q, qd, v = jnp.array([0.3, -1.1, 0.8]), jnp.array([0.9, 0.4, -1.3]), jnp.array([1.0, 2.0, 3.0])
+    rate = jax.jvp(lambda x: rows(x, params), (q,), (qd,))[1]
+    assert float(jnp.min(jnp.abs(rate))) > 0.1  # off the rows' velocity manifold
+    M = autodiff.mass_matrix(q, params)
+    assert_close(closed.mass_matrix(q, params), M, 0, 1e-14, "M")
+    assert_close(closed.mass_product(q, v, params), M @ v, 0, 1e-14, "M v")
+    Q = autodiff.forces(0.0, q, qd, params)
+    assert float(jnp.max(jnp.abs(Q))) > 0.5
+    assert_close(closed.forces(0.0, q, qd, params), Q, 0, 1e-14, "Q")
+    completion = jaxmbs.model.KineticCompletion(rows, weights)
+    assert float(jnp.max(jnp.abs(Q + 2 * completion.force(q, qd, params)))) > 0.5
+
+
 def test_duplicated_row_is_found_redundant():
     bodies = [planar.Body("link", 1.0, 0.1)]
     pin = planar.Revolute("pin", 0, (-0.5, 0.0))

@@ -45,16 +45,18 @@ builder gets the completion T_c = ½ ṙᵀ W ṙ of the group's rows' rates ṙ
 mass on the position rows, its mean principal moment J̄ on the others), as J̄ (2 eᵀė)²
 completes the Euler parameters: it and its Lagrange terms vanish where the rows' velocity
 and acceleration constraints hold, so the motion and the multipliers are unchanged while M
-is positive definite. θ carries MuJoCo's terms directly: a hinge's or slide's spring and
-damper V = ½ k (θ − q_spring)², f = c θ̇ (`_JointSpringDamper`), a ball's spring on its
-quaternion (`_QuaternionSpring`), armature and a ball's damping on θ̇ and ω = 2 G(θ_e) θ̇_e
-(`_JointCoordinate`, `_JointQuaternion`), actuators and joint equalities on θ; `to_qpos`
-and `to_qvel` read θ and θ̇. A hinge's angle is a coordinate here, not read off the bodies'
-poses, so its spring, servo and equality are exact at every angle (no π window, below).
+is positive definite; its Lagrange terms in closed form (`KineticCompletion`: M_c = RᵀWR,
+Q_c = −RᵀW(Ṙq̇), two nested derivatives of the rows instead of three). θ carries MuJoCo's
+terms directly: a hinge's or slide's spring and damper V = ½ k (θ − q_spring)², f = c θ̇
+(`_JointSpringDamper`), a ball's spring on its quaternion (`_QuaternionSpring`), armature
+and a ball's damping on θ̇ and ω = 2 G(θ_e) θ̇_e (`_JointCoordinate`, `_JointQuaternion`),
+actuators and joint equalities on θ; `to_qpos` and `to_qvel` read θ and θ̇. A hinge's
+angle is a coordinate here, not read off the bodies' poses, so its spring, servo and
+equality are exact at every angle (no π window, below).
 Only the bodies that need it are mixed: on the double pendulum, mixed coordinates for every
 hinge (n 14 → 16) cost 2.3× the import, 2.4× the compile time of a one-second solve and 5×
-its run time (rtol 1e-10, 2-core CPU; the completion's derivatives dominate), for the same
-motion.
+its run time (rtol 1e-10, 2-core CPU, with the completion's terms then by autodiff of
+T_c), for the same motion.
 
 Each hinge's and slide's coordinate θ = q − q_ref is read off the absolute
 coordinates (`_Coordinate`): a hinge's as the relative angle of the two bodies about its
@@ -137,7 +139,7 @@ from .._internal.types import Array
 from ..kinematics.structure import sample_reference, structure_of_samples
 from ..model.joints import forces, spatial
 from ..model.joints.orientation import body_rate_matrix, euler_parameters, parameter_rotation
-from ..model.mechanism import Mechanism
+from ..model.mechanism import KineticCompletion, Mechanism
 from .tree import (
     BALL,
     FREE,
@@ -493,16 +495,20 @@ class _MixedJoint:
         rows += [jnp.atleast_1d(q[i : i + 4] @ q[i : i + 4] - 1.0) for i in self.balls]
         return jnp.concatenate(rows)
 
-    def completion(self, q: Array, qd: Array, p: dict) -> Array:
-        """½ ṙᵀ W ṙ of the rows' rates ṙ (one jvp), W the body's mass on the position rows
-        and its mean principal moment J̄ on the others: zero wherever the rows' velocity
-        constraints hold, so the motion and the multipliers are unchanged, while M gets the
-        share along θ that the bodies' kinetic energy does not give it (as J̄ (2 eᵀė)² does
-        for Euler parameters, `jaxmbs.model.joints.spatial`)."""
-        rates = jax.jvp(lambda q_: self(0.0, q_, p), (q,), (qd,))[1]
-        mass, inertia = (jnp.asarray(p[k]) for k in self.weights)
-        mean = jnp.mean(inertia)
-        return 0.5 * (mass * rates[:3] @ rates[:3] + mean * rates[3:] @ rates[3:])
+    def completion(self) -> KineticCompletion:
+        """T_c = ½ ṙᵀ W ṙ of the rows' rates ṙ, W the body's mass on the position rows and its
+        mean principal moment J̄ on the others: zero wherever the rows' velocity constraints
+        hold, so the motion and the multipliers are unchanged, while M gets the share along θ
+        that the bodies' kinetic energy does not give it (as J̄ (2 eᵀė)² does for Euler
+        parameters, `jaxmbs.model.joints.spatial`); its terms in closed form
+        (`KineticCompletion`)."""
+
+        def weights(p: dict) -> Array:
+            mass, inertia = (jnp.asarray(p[k]) for k in self.weights)
+            mean = jnp.mean(inertia)
+            return jnp.concatenate([jnp.full(3, mass), jnp.full(self.rows - 3, mean)])
+
+        return KineticCompletion(lambda q, p: self(0.0, q, p), weights)
 
 
 def rotation_vector(d: Array) -> Array:
@@ -850,11 +856,11 @@ def absolute_mechanism(
     loads = [_damping(layout, dampers)] if dampers else []
     if tree.actuators:
         loads.append(_actuation(tree, layout, coordinates, control))
-    kinetic = ([_quadratic_form(layout, rotors)] if rotors else []) + [m.completion for m in mixed]
     mech = spatial.spatial_mechanism(
         bodies, joints, params, gravity="gravity", elements=elements,
         applied_forces=_summed(loads) if loads else None,
-        added_kinetic_energy=_summed_energies(kinetic) if kinetic else None,
+        added_kinetic_energy=_quadratic_form(layout, rotors) if rotors else None,
+        completions=[m.completion() for m in mixed],
         extra_coordinates=names,
     )  # fmt: skip
     # M at qpos0 comes from the program that samples C and M for the structure (sample 0)
@@ -1069,15 +1075,6 @@ def _damping(
         return -dissipation(q, qd, p)
 
     return applied_forces
-
-
-def _summed_energies(energies: list[Callable]) -> Callable[[Array, Array, dict], Array]:
-    """The sum of kinetic energies (q, q̇, p) -> T."""
-
-    def kinetic_energy(q: Array, qd: Array, p: dict) -> Array:
-        return sum(energy(q, qd, p) for energy in energies)
-
-    return kinetic_energy
 
 
 def _summed(loads: list[Callable]) -> Callable[[Array, Array, Array, dict], Array]:

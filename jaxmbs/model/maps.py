@@ -169,7 +169,7 @@ def map_coordinates(
         mechanism, f, hol, pfaffian, constraints
     )
     if reference_theta is not None:
-        _check_map_rank(jax.jacfwd(f), reference_theta, mechanism.params)
+        _check_map_rank(jax.jit(jax.jacfwd(f)), reference_theta, mechanism.params)
     return Mechanism(
         mass_matrix,
         forces,

@@ -12,6 +12,7 @@ Jacobian and acceleration term is derived by autodiff in `jaxmbs.kinematics`.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -44,6 +45,52 @@ def _sampled_avals(params: Params) -> Params:
     program's jit of `mass_matrix` reuses that trace."""
     dtype = jnp.result_type(float)
     return jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(np.shape(x), dtype), params)
+
+
+@dataclasses.dataclass(frozen=True)
+class KineticCompletion:
+    """A kinetic energy T_c = ½ ṙᵀ W ṙ of the rates ṙ = R(q) q̇ of scleronomic rows r(q, p)
+    (R = ∂r/∂q, W = diag(w(p))), with its Lagrange terms in closed form:
+
+        M_c = Rᵀ W R,    Q_c = ∂T_c/∂q − (∂²T_c/∂q̇∂q) q̇ = −Rᵀ W (Ṙ q̇),
+
+    Ṙ q̇ = d²r(q + s q̇)/ds² at s = 0 (one second directional derivative). The terms Ṙᵀ W ṙ
+    of ∂²T_c/∂q̇∂q q̇ and (∂ṙ/∂q)ᵀ W ṙ of ∂T_c/∂q cancel exactly, since ∂ṙ/∂q = Ṙ (the
+    second derivatives of r are symmetric), so Q_c holds at every (q, q̇), on the constraint
+    manifold or off it. Where the rows are constraints of the mechanism (ṙ = 0 and R q̈ =
+    −Ṙ q̇ along the motion), M_c q̈ − Q_c = Rᵀ W (R q̈ + Ṙ q̇) = 0: the motion and the
+    multipliers are unchanged, while M gains Rᵀ W R, positive along directions that only the
+    rows fix (`jaxmbs.io.absolute`'s mixed coordinates). The same terms by autodiff of T_c
+    (`Mechanism.from_lagrangian`) nest three derivatives of r; these nest two.
+
+    `rows(q, p) -> (k,)`, `weights(p) -> (k,)`, both pure JAX.
+    """
+
+    rows: Callable[[jax.Array, Params], jax.Array]
+    weights: Callable[[Params], jax.Array]
+
+    def _linear(self, q, p):
+        """r at q, and its pullback v ↦ Rᵀ v."""
+        return jax.vjp(lambda q_: self.rows(q_, p), q)
+
+    def mass_product(self, q, v, p) -> jax.Array:
+        """M_c v = Rᵀ W (R v): one jvp and one vjp of r."""
+        _, rate = jax.jvp(lambda q_: self.rows(q_, p), (q,), (v,))
+        return self._linear(q, p)[1](self.weights(p) * rate)[0]
+
+    def mass_matrix(self, q, p) -> jax.Array:
+        """M_c = Rᵀ W R, R by reverse mode (k rows, usually fewer than n columns)."""
+        R = jax.jacrev(lambda q_: self.rows(q_, p))(q)
+        return R.T @ (self.weights(p)[:, None] * R)
+
+    def force(self, q, qd, p) -> jax.Array:
+        """Q_c = −Rᵀ W (Ṙ q̇), Ṙ q̇ the second derivative of r along q̇."""
+
+        def rate(q_):
+            return jax.jvp(lambda x: self.rows(x, p), (q_,), (qd,))[1]
+
+        _, curvature = jax.jvp(rate, (q,), (qd,))
+        return -self._linear(q, p)[1](self.weights(p) * curvature)[0]
 
 
 class Mechanism(eqx.Module):
@@ -175,6 +222,7 @@ class Mechanism(eqx.Module):
         params: Params = None,
         *,
         external_forces: ForcesFn | None = None,
+        completions: Sequence[KineticCompletion] = (),
         **kwargs,
     ) -> Mechanism:
         """Build a mechanism from kinetic energy T(q, q̇, p) and potential energy V(q, p).
@@ -185,23 +233,28 @@ class Mechanism(eqx.Module):
 
         so gyroscopic and centrifugal terms (e.g. spatial bodies in Euler angles) come by
         autodiff. M v is a Hessian-vector product (forward over reverse mode), the dense M
-        n of them. `kwargs` are passed to the constructor (`n`, names, `reference_q`, …).
+        n of them. `completions` add kinetic energies ½ ṙᵀ W ṙ of rows' rates with their
+        terms in closed form (`KineticCompletion`). `kwargs` are passed to the constructor
+        (`n`, names, `reference_q`, …).
         """
+        completions = tuple(completions)
 
         def momentum(q, qd, p):
             return jax.grad(kinetic_energy, argnums=1)(q, qd, p)
 
         def mass_product(q, v, p):
-            return jax.jvp(lambda qd: momentum(q, qd, p), (jnp.zeros_like(q),), (v,))[1]
+            out = jax.jvp(lambda qd: momentum(q, qd, p), (jnp.zeros_like(q),), (v,))[1]
+            return sum((c.mass_product(q, v, p) for c in completions), out)
 
         def mass_matrix(q, p):
-            return jax.jacfwd(lambda qd: momentum(q, qd, p))(jnp.zeros_like(q))
+            out = jax.jacfwd(lambda qd: momentum(q, qd, p))(jnp.zeros_like(q))
+            return sum((c.mass_matrix(q, p) for c in completions), out)
 
         def forces(t, q, qd, p):
             dT_dq = jax.grad(kinetic_energy, argnums=0)(q, qd, p)
             # (∂²T/∂q̇∂q) q̇: derivative of the momentum ∂T/∂q̇ along q̇ at fixed q̇.
             _, coupling = jax.jvp(lambda q_: momentum(q_, qd, p), (q,), (qd,))
-            out = dT_dq - coupling
+            out = sum((c.force(q, qd, p) for c in completions), dT_dq - coupling)
             if potential_energy is not None:
                 out = out - jax.grad(potential_energy)(q, p)
             if external_forces is not None:

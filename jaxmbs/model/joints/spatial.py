@@ -51,7 +51,7 @@ import numpy as np
 
 from ..._internal.types import Array
 from ...kinematics.structure import warn_if_singular
-from ..mechanism import Mechanism
+from ..mechanism import KineticCompletion, Mechanism
 from ._common import PointPair, Spec, split_joints, value
 from .forces import AbstractForceElement, BodyKinematics, ElementSet, check_elements
 from .orientation import (
@@ -742,6 +742,7 @@ def spatial_mechanism(
     elements: Sequence[AbstractForceElement] = (),
     applied_forces: Callable | None = None,
     added_kinetic_energy: Callable | None = None,
+    completions: Sequence[KineticCompletion] = (),
     reference_q=None,
     reference_t: float = 0.0,
     extra_coordinates: Sequence[str] = (),
@@ -754,15 +755,17 @@ def spatial_mechanism(
     laws to the generalized forces, as do their loads (point forces, torques) and
     `applied_forces(t, q, qd, p)`. `added_kinetic_energy(q, qd, p)`, quadratic in q̇, adds to
     T what is no body's (a rotor's ½ a θ̇² of a relative rate: MuJoCo's armature, as
-    `jaxmbs.io.absolute` maps it). The coordinates follow `Layout.from_bodies(bodies)`, then
-    the `extra_coordinates` (their names), which are no body's: the joint coordinates of
-    mixed coordinates (`jaxmbs.io.absolute`), on which the holonomic joints given as
-    callables (t, q, p), `applied_forces` and `added_kinetic_energy` act (that must give them
-    their share of a positive definite M); the bodies' functions read q up to them. The
-    constraint groups: first `"normalization"` (eᵀe − 1 = 0 of every Euler-parameter body, in
-    body order), then each joint, in the given order (holonomic joints first). `reference_q`
-    must keep eᵀe = 1 and avoid the gimbal lock (sin θ ≠ 0) of every ZXZ body; one that is a
-    singular configuration of the joints is warned about (`warn_if_singular`).
+    `jaxmbs.io.absolute` maps it); `completions` add ½ ṙᵀ W ṙ of rows' rates with their
+    terms in closed form (`jaxmbs.model.KineticCompletion`). The coordinates follow
+    `Layout.from_bodies(bodies)`, then the `extra_coordinates` (their names), which are no
+    body's: the joint coordinates of mixed coordinates (`jaxmbs.io.absolute`), on which the
+    holonomic joints given as callables (t, q, p), `applied_forces`, `added_kinetic_energy`
+    and `completions` act (that must give them their share of a positive definite M); the
+    bodies' functions read q up to them. The constraint groups: first `"normalization"`
+    (eᵀe − 1 = 0 of every Euler-parameter body, in body order), then each joint, in the given
+    order (holonomic joints first). `reference_q` must keep eᵀe = 1 and avoid the gimbal lock
+    (sin θ ≠ 0) of every ZXZ body; one that is a singular configuration of the joints is
+    warned about (`warn_if_singular`).
     """
     bodies = tuple(bodies)
     n_bodies = len(bodies)
@@ -800,6 +803,7 @@ def spatial_mechanism(
         external_forces=(
             jax.jit(external_forces) if element_set.elements or applied_forces is not None else None
         ),
+        completions=completions,
         elements=element_set if element_set.elements else None,
         joints=(*holonomic, *pfaffian),
         coordinate_names=layout.coordinate_names() + extra_coordinates,
