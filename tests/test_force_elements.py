@@ -35,38 +35,52 @@ def slider(stiffness: float, damping: float, dim: int):
     ).with_structure(spatial.pose((1.0, 0.0, 0.0), np.eye(3)))  # fmt: skip
 
 
-def run_slider(mech, x0: float, ts):
+#: Output times of every run of the slider (three periods at 40 outputs each in
+#: `oscillate`): the runs of one built slider then share one compiled solve.
+SLIDER_OUT = 121
+
+
+@pytest.fixture(scope="module")
+def sliders():
+    """The slider of `slider` (k = 50, m = 2, c = 0) in the plane and in space, each built
+    once: k and c are parameters, so the damped runs pass c and reuse the compiled solve."""
+    return {dim: slider(50.0, 0.0, dim) for dim in (2, 3)}
+
+
+def run_slider(mech, x0: float, ts, params=None):
     q, qd = np.zeros(mech.n), np.zeros(mech.n)
     q[0] = x0
     if mech.n == 7:
         q[3] = 1.0  # e0 of the identity orientation
-    sol = jaxmbs.simulate(mech, q, qd, (0.0, float(ts[-1])), saveat=ts, rtol=TOL, atol=TOL)
+    sol = jaxmbs.simulate(
+        mech, q, qd, (0.0, float(ts[-1])), saveat=ts, params=params, rtol=TOL, atol=TOL
+    )
     assert sol.successful
     return np.asarray(sol.q[:, 0])
 
 
 @pytest.mark.parametrize("dim", [2, 3])
-def test_spring_mass_frequency(dim):
+def test_spring_mass_frequency(sliders, dim):
     k, m = 50.0, 2.0
     omega = np.sqrt(k / m)
-    ts = np.linspace(0.0, 3.0, 61)
-    x = run_slider(slider(k, 0.0, dim), 1.1, ts)
+    ts = np.linspace(0.0, 3.0, SLIDER_OUT)
+    x = run_slider(sliders[dim], 1.1, ts, params={"k": k, "c": 0.0})
     np.testing.assert_allclose(x, 1.0 + 0.1 * np.cos(omega * ts), atol=1e-8)
 
 
-def test_damped_oscillator_solution_and_logarithmic_decrement():
+def test_damped_oscillator_solution_and_logarithmic_decrement(sliders):
     k, c, m = 50.0, 0.8, 2.0
     omega = np.sqrt(k / m)
     zeta = c / (2 * np.sqrt(k * m))
     omega_d = omega * np.sqrt(1 - zeta**2)
     period = 2 * np.pi / omega_d
-    ts = np.linspace(0.0, 3 * period, 91)
-    x = run_slider(slider(k, c, 2), 1.1, ts) - 1.0
+    ts = np.linspace(0.0, 3 * period, SLIDER_OUT)  # 40 outputs per period
+    x = run_slider(sliders[2], 1.1, ts, params={"k": k, "c": c}) - 1.0
     phase = np.cos(omega_d * ts) + zeta * omega / omega_d * np.sin(omega_d * ts)
     analytic = 0.1 * np.exp(-zeta * omega * ts) * phase
     np.testing.assert_allclose(x, analytic, atol=1e-9)
     # δ = ln(x(t) / x(t + T_d)) = 2π ζ / √(1 − ζ²), over each of the three periods.
-    decrements = np.log(x[0:-1:30] / x[30::30])
+    decrements = np.log(x[0:-1:40] / x[40::40])
     np.testing.assert_allclose(decrements, 2 * np.pi * zeta / np.sqrt(1 - zeta**2), rtol=1e-7)
 
 
@@ -180,13 +194,24 @@ def motor_disc(J: float, tau0: float, tau1: float) -> jaxmbs.Mechanism:
     ).with_structure(np.zeros(3))
 
 
-def test_motor_torque_across_a_joint():
-    """A disc on a revolute with a motor u(t) = τ₀ + τ₁ t and no spring: J φ̈ = u, so
-    φ(t) = (τ₀ t²/2 + τ₁ t³/6) / J, and the energy grows by the motor's work ∫ u φ̇ dt."""
-    J, tau0, tau1 = 0.5, 2.0, -0.6
-    mech = motor_disc(J, tau0, tau1)
+#: The motor disc's inertia and its torque u(t) = τ₀ + τ₁ t.
+MOTOR = (0.5, 2.0, -0.6)
+
+
+@pytest.fixture(scope="module")
+def motor_run():
+    """The motor disc (`MOTOR`) from rest over 2 s at 21 outputs, built and run once."""
+    mech = motor_disc(*MOTOR)
     ts = np.linspace(0.0, 2.0, 21)
     sol = jaxmbs.simulate(mech, np.zeros(3), np.zeros(3), (0.0, 2.0), saveat=ts, rtol=TOL, atol=TOL)
+    return mech, ts, sol
+
+
+def test_motor_torque_across_a_joint(motor_run):
+    """A disc on a revolute with a motor u(t) = τ₀ + τ₁ t and no spring: J φ̈ = u, so
+    φ(t) = (τ₀ t²/2 + τ₁ t³/6) / J, and the energy grows by the motor's work ∫ u φ̇ dt."""
+    J, tau0, tau1 = MOTOR
+    mech, ts, sol = motor_run
     np.testing.assert_allclose(sol.q[:, 2], (tau0 * ts**2 / 2 + tau1 * ts**3 / 6) / J, atol=1e-9)
     rate = (tau0 * ts + tau1 * ts**2 / 2) / J
     np.testing.assert_allclose(
@@ -325,41 +350,50 @@ def test_spatial_point_force_and_body_torque():
     np.testing.assert_allclose(loads["spin"][-1], A @ np.array([0.0, 0.0, tau]), atol=1e-12)
 
 
-def oscillator(damping: float, split: bool):
+def split_oscillator(damping: float):
     """The slider of `slider` (m ẍ + c ẋ + k (x − 1) = 0, k = 50, m = 2), its spring and
-    damper as two elements (`split`) or as one."""
-    if not split:
-        return slider(50.0, damping, 2)
+    damper as two elements; c is the parameter "c"."""
     spring = forces.SpringDamper("spring", stiffness=50.0, free_length=1.0, body_j=0)
-    damper = forces.SpringDamper("damper", damping=damping, body_j=0)
+    damper = forces.SpringDamper("damper", damping="c", body_j=0)
     rail = planar.Translational("rail", None, (0.0, 0.0), (1.0, 0.0), 0)
     return planar.planar_mechanism(
-        [planar.Body("mass", 2.0, 0.1)], [rail], gravity=(0.0, 0.0), elements=[spring, damper]
-    ).with_structure(np.array([1.0, 0.0, 0.0]))
+        [planar.Body("mass", 2.0, 0.1)], [rail], {"c": damping}, gravity=(0.0, 0.0),
+        elements=[spring, damper],
+    ).with_structure(np.array([1.0, 0.0, 0.0]))  # fmt: skip
 
 
-def oscillate(mech, per_period: int, periods: int = 3):
+def oscillate(mech, per_period: int, periods: int = 3, params=None):
     ts = np.linspace(0.0, periods * 2 * np.pi / 5.0, periods * per_period + 1)
     x0 = np.array([1.3, 0.0, 0.0])
-    sol = jaxmbs.simulate(mech, x0, np.zeros(3), (0.0, ts[-1]), saveat=ts, rtol=1e-12, atol=1e-12)
+    sol = jaxmbs.simulate(
+        mech, x0, np.zeros(3), (0.0, ts[-1]), saveat=ts, params=params, rtol=1e-12, atol=1e-12
+    )
     assert sol.successful
     return sol
 
 
 @pytest.fixture(scope="module")
-def damped():
+def two_elements():
+    """The damped oscillator (ζ = 0.04) with its spring and damper as two elements, built
+    once: the undamped run passes c = 0 and reuses the compiled solve."""
+    return split_oscillator(0.8)
+
+
+@pytest.fixture(scope="module")
+def damped(two_elements):
     """The damped oscillator (ζ = 0.04, spring and damper as two elements) at 20 and at 40
     outputs per period."""
-    mech = oscillator(0.8, split=True)
+    mech = two_elements
     return mech, {per_period: oscillate(mech, per_period) for per_period in (20, 40)}
 
 
-def test_spring_work_is_minus_its_potential_change_and_the_kinetic_energy_gained():
-    """An undamped oscillator: the spring's work is −ΔV = −½k((x − 1)² − (x₀ − 1)²), and as
-    the only force doing work it is the kinetic energy gained (work–energy theorem)."""
-    mech = oscillator(0.0, split=True)
-    sol = oscillate(mech, per_period=10)
-    work = jaxmbs.element_work(mech, sol)
+def test_spring_work_is_minus_its_potential_change_and_the_kinetic_energy_gained(two_elements):
+    """An undamped oscillator (c = 0, 20 outputs per period): the spring's work is
+    −ΔV = −½k((x − 1)² − (x₀ − 1)²), and as the only force doing work it is the kinetic
+    energy gained (work–energy theorem)."""
+    mech, undamped = two_elements, {"c": 0.0}
+    sol = oscillate(mech, per_period=20, params=undamped)
+    work = jaxmbs.element_work(mech, sol, undamped)
     x, v = np.asarray(sol.q[:, 0]), np.asarray(sol.qd[:, 0])
     V = 0.5 * 50.0 * (x - 1.0) ** 2
     np.testing.assert_allclose(work["spring"], -(V - V[0]), rtol=0, atol=1e-12)
@@ -400,28 +434,27 @@ def test_energy_rate_is_the_damper_s_power(damped):
     np.testing.assert_allclose(rate, -0.8 * v**2, rtol=0, atol=1e-13 * np.max(exchanged))
 
 
-def test_nonconservative_work_of_one_spring_damper_element(damped):
+def test_nonconservative_work_of_one_spring_damper_element(damped, sliders):
     """One element with k and c: its total work is −ΔV plus its non-conservative work, and
     that part alone is the change of the total energy."""
     two, runs = damped
     parts = jaxmbs.element_work(two, runs[40])
-    one = oscillator(0.8, split=False)
-    sol = oscillate(one, per_period=40)
-    total = jaxmbs.element_work(one, sol)["spring"]
-    lost = jaxmbs.element_work(one, sol, nonconservative=True)["spring"]
+    one, params = sliders[2], {"k": 50.0, "c": 0.8}
+    sol = oscillate(one, per_period=40, params=params)
+    total = jaxmbs.element_work(one, sol, params)["spring"]
+    lost = jaxmbs.element_work(one, sol, params, nonconservative=True)["spring"]
     np.testing.assert_allclose(total, parts["spring"] + parts["damper"], atol=1e-9)
     np.testing.assert_allclose(lost, parts["damper"], atol=1e-9)
     energy = np.asarray(sol.energy)
     np.testing.assert_allclose(energy - energy[0], lost, atol=1e-6 * energy[0])
 
 
-def test_motor_work_includes_its_explicit_time_dependence():
-    """The motor of `test_motor_torque_across_a_joint`: its power u φ̇ is a cubic in t, so
-    the Hermite rule on 5 outputs is exact, W = ½ J φ̇² (the trapezoidal rule is 0.2 off)."""
-    J, tau0, tau1 = 0.5, 2.0, -0.6
-    mech = motor_disc(J, tau0, tau1)
-    ts = np.linspace(0.0, 2.0, 5)
-    sol = jaxmbs.simulate(mech, np.zeros(3), np.zeros(3), (0.0, 2.0), saveat=ts, rtol=TOL, atol=TOL)
+def test_motor_work_includes_its_explicit_time_dependence(motor_run):
+    """The motor of `test_motor_torque_across_a_joint` (its run): its power u φ̇ is a cubic in
+    t, so the Hermite rule on the 21 outputs is exact, W = ½ J φ̇² (the trapezoidal rule is
+    8.4e-3 off; without u's explicit time dependence in Ṗ the rule would be 2.8e-3 off)."""
+    J = MOTOR[0]
+    mech, _, sol = motor_run
     work = jaxmbs.element_work(mech, sol)["motor"]
     np.testing.assert_allclose(work, 0.5 * J * np.asarray(sol.qd[:, 2]) ** 2, atol=1e-10)
 
