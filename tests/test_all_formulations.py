@@ -239,9 +239,7 @@ def test_pivoted_qr_off_cpu_is_householder(monkeypatch):
     (vectorised across a batch) instead of geqp3, which jaxlib runs on the host on a GPU.
     Same pivots and |R_kk| as LAPACK, the same null space, and q̈ to 1e-10; the program
     lowered for CUDA holds no geqp3, the CPU one does."""
-    make, initial_state, times = CASES["fourbar-redundant"]
-    mech = make()
-    t, q, qd = random_states(mech, initial_state(mech)[0], times, np.random.default_rng(SEED))
+    mech, (t, q, qd) = case("fourbar-redundant")
     r, n = mech.structure.rank, mech.n
     A = jaxmbs.constraint_jacobian(mech, q[0], t[0], mech.params).T
     Q, R, perm = jax.scipy.linalg.qr(A, pivoting=True)
@@ -262,13 +260,13 @@ def test_pivoted_qr_off_cpu_is_householder(monkeypatch):
     def batch(q, qd):
         return jax.vmap(lambda q, qd: jaxmbs.accelerations(mech, q, qd, 0.0, method="qr"))(q, qd)
 
-    lapack = batch(q, qd)
+    lapack = jax.jit(batch)(q, qd)
     monkeypatch.setattr(
         jaxmbs.nullspace,
         "pivoted_qr",
         lambda A, steps: jaxmbs.nullspace.householder_triangularize(A, steps, pivoting=True),
     )
-    householder = batch(q, qd)
+    householder = jax.jit(lambda q, qd: batch(q, qd))(q, qd)  # a new function: traced anew
     assert_close(householder, lapack, 0, 1e-10 * float(jnp.max(jnp.abs(lapack))), "q̈")
     monkeypatch.undo()
 
@@ -392,8 +390,8 @@ def test_partitioning_stops_where_its_partition_degenerates(runs):
     method = jaxmbs.CoordinatePartitioning(dependent=tuple(range(8)))  # v = rocker.phi
     sol = run(method, throw=False)
     assert bool(sol.result == jaxmbs.RESULTS.singular_configuration)
-    C = jax.vmap(lambda q: jaxmbs.constraint_jacobian(mech, q, 0.0, mech.params))(ref.q)
-    indicator = jax.vmap(lambda c: method.pivot_condition(c, mech)[0])(C)
+    C = jax.jit(jax.vmap(lambda q: jaxmbs.constraint_jacobian(mech, q, 0.0, mech.params)))(ref.q)
+    indicator = jax.jit(jax.vmap(lambda c: method.pivot_condition(c, mech)[0]))(C)
     crossing = int(jnp.argmax(jnp.sign(indicator) != jnp.sign(indicator[0])))
     assert crossing > 0  # the rocker does reach an extreme position
     done = np.asarray(jnp.isfinite(sol.q[:, 0]))
