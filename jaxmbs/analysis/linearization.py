@@ -83,6 +83,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._internal.checks import finite_params, state_vector
+from .._internal.compile import quick_jit
 from .._internal.types import Array, Coordinates, Params, Velocities
 from ..formulations import AbstractFormulation
 from ..integrate.dynamics import accelerations
@@ -376,12 +377,12 @@ def _independent_coordinates(
     return P, V, cyc
 
 
-@eqx.filter_jit
+@quick_jit
 def _jacobian(mechanism: Mechanism, q, t, p) -> Array:
     return constraint_jacobian(mechanism, q, t, p)
 
 
-@eqx.filter_jit
+@quick_jit
 def _recognised(mechanism: Mechanism, q, qd, t, p) -> Array:
     """Whether none of M, Q, Φ, c and C changes along each coordinate (`cyclic="auto"`):
     the largest tangent along e_k relative to the largest value, ≤ `CYCLIC_TOL`."""
@@ -412,7 +413,7 @@ def _recognised(mechanism: Mechanism, q, qd, t, p) -> Array:
 
 # Compiled once per mechanism, method and choice of coordinates: a design study calls it
 # again and again (traced op by op, a pendulum took ~1 s a call).
-@eqx.filter_jit
+@quick_jit
 def _linearization(
     mechanism: Mechanism, method, P: tuple[int, ...], V: tuple[int, ...],
     cyclic: tuple[int, ...], q, qd, t, p,

@@ -54,6 +54,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
 from .._internal.checks import state_vector
+from .._internal.compile import quick_jit
 from .._internal.types import Array, Coordinates, Params, Velocities
 from ..formulations import AbstractFormulation, get_formulation
 from ..integrate import NoStabilization
@@ -165,12 +166,13 @@ def _determined_components(
     return out
 
 
-#: One state, compiled: evaluated eagerly, the spatial joints' many small operations cost
-#: more than their compilation.
-_reactions_at = eqx.filter_jit(_reactions)
+#: One state, compiled (with XLA's quick settings, `quick_jit`, as the trajectory's):
+#: evaluated eagerly, the spatial joints' many small operations cost more than their
+#: compilation.
+_reactions_at = quick_jit(_reactions)
 
 
-@eqx.filter_jit
+@quick_jit
 def _reactions_along(mechanism, ts, qs, lams, params) -> Reactions:
     return jax.vmap(lambda t, q, lam: _reactions(mechanism, t, q, lam, params))(ts, qs, lams)
 

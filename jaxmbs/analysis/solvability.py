@@ -22,12 +22,12 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.linalg
 
+from .._internal.compile import quick_jit
 from ..kinematics.constraints import constraint_jacobian
 from ..kinematics.structure import RANK_RTOL, Structure, pivoted_row_selection
 
@@ -218,7 +218,7 @@ def unique_groups(variations: dict[str, jax.Array], tol: jax.Array) -> dict[str,
     return {name: jnp.max(jnp.abs(B)) <= tol for name, B in variations.items()}
 
 
-_jacobian = eqx.filter_jit(constraint_jacobian)
+_jacobian = quick_jit(constraint_jacobian)
 
 
 def analyze_solvability(mechanism: Mechanism, q, t: float = 0.0, params=None) -> Solvability:

@@ -39,6 +39,7 @@ import jax
 import jax.numpy as jnp
 
 from .._internal.checks import is_concrete
+from .._internal.compile import quick_jit
 from .._internal.types import Array, ArrayLike, Params, PyTree
 from ..formulations import AbstractFormulation, get_formulation
 from ..formulations.closing import ClosingVariant
@@ -209,7 +210,7 @@ def simulate(
         rank_rtol=rank_rtol,
     )
     if throw and is_concrete(q0, qd0, t0, params):
-        check = eqx.filter_jit(initial_checks)(mechanism, q0, qd0, t0, params, consistency_tol)
+        check = _initial_checks(mechanism, q0, qd0, t0, params, consistency_tol)
         raise_if_invalid(check, consistency_tol)
     solution = _solve(mechanism, space, q0, qd0, t0, t1, saveat, options)
     return raise_on_failure(solution) if throw else solution
@@ -353,6 +354,11 @@ def _controller(controller, rtol, atol, t0, t1, space: AbstractStateSpace):
             is_leaf=lambda x: x is None,
         )
     return controller
+
+
+#: The checks of a concrete initial state, run once before the solve to name what is wrong
+#: (a program run once: `quick_jit`).
+_initial_checks = quick_jit(initial_checks)
 
 
 def _map_saved(fn, *xs):

@@ -135,6 +135,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._internal.compile import quick_jit
 from .._internal.types import Array
 from ..kinematics.structure import sample_reference, structure_of_samples
 from ..model.joints import forces, spatial
@@ -1000,7 +1001,7 @@ def joint_positions(
             qpos = qpos.at[a : a + 4].set(quaternion(q, j))
         return qpos
 
-    return jax.jit(positions)  # one compiled call, not op by op under `jnp.vectorize`
+    return quick_jit(positions)  # one compiled call, not op by op under `jnp.vectorize`
 
 
 def joint_velocities(
@@ -1016,7 +1017,7 @@ def joint_velocities(
         parts = [jnp.atleast_1d(rates[j.name].rate(layout, q, qd)) for j in tree.joints]
         return jnp.concatenate(parts) if parts else jnp.zeros(0, q.dtype)
 
-    return jax.jit(velocities)
+    return quick_jit(velocities)
 
 
 def _actuation(

@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._internal.compile import quick_jit
 from .._internal.types import Array
 
 #: Chords per full circle of an outline.
@@ -152,7 +153,7 @@ class Geometry:
                 local.setdefault(g.body, []).append(g.points())
         if not local:
             return ()
-        x, R = (np.asarray(a) for a in jax.jit(jax.vmap(self.frames))(jnp.asarray(q)))
+        x, R = (np.asarray(a) for a in quick_jit(jax.vmap(self.frames))(jnp.asarray(q)))
         return tuple(
             (self.body_names[b], x[:, b, None, :] + np.einsum("tij,kj->tki", R[:, b], s))
             for b, s in ((b, _pieces(*parts)) for b, parts in sorted(local.items()))

@@ -53,6 +53,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._internal.compile import quick_jit
 from .._internal.types import Array
 from ..model.joints.orientation import body_rate_matrix, parameter_rotation
 
@@ -228,7 +229,7 @@ class Tree:
             v, omega, _ = self.body_velocities(q, qd)
             return (*self.frames(q), *self.inertial_frames(q), v, omega)
 
-        return jax.jit(kinematics)
+        return quick_jit(kinematics)
 
     def kinematics_at(self, q: Array, qd: Array | None = None) -> Kinematics:
         """The frames, inertial frames and body velocities at the concrete state (q, q̇)

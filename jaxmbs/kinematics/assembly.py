@@ -22,12 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .._internal.checks import coordinate_indices
+from .._internal.compile import quick_jit
 from .._internal.types import Array, ArrayLike, Model, Params
 from .constraints import constraint_jacobian, position_residual, velocity_residual
 
@@ -175,9 +175,10 @@ def _velocity_correction(
 
 
 # Compiled once per mechanism, rows and fixed coordinates (static), so repeated assemblies
-# of one model reuse them.
-_assemble_step = eqx.filter_jit(_position_step)
-_assemble_velocities = eqx.filter_jit(_velocity_correction)
+# of one model reuse them; with XLA's quick settings (`quick_jit`): each runs in a Python
+# loop of a few Newton steps, where compiling is the cost.
+_assemble_step = quick_jit(_position_step)
+_assemble_velocities = quick_jit(_velocity_correction)
 
 
 def consistent_state(

@@ -16,11 +16,11 @@ from __future__ import annotations
 import dataclasses
 import warnings
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._internal.compile import quick_jit
 from .._internal.linalg import pivoted_rows
 from .._internal.types import Model
 from .algebra import AbstractAlgebra, BandedAlgebra, DenseAlgebra
@@ -198,10 +198,16 @@ def sample_reference(mechanism: Model, q, t: float = 0.0, params=None) -> Sample
         states = jax.tree_util.tree_map(
             lambda x, xs: np.concatenate([np.asarray(x)[None], xs]), unperturbed, perturbed
         )
-        jacobians, masses = (np.asarray(a) for a in jax.jit(jax.vmap(sample))(*states))
+        jacobians, masses = (np.asarray(a) for a in quick_jit(jax.vmap(sample))(*states))
     except Exception as err:  # tracers cannot be analysed
         raise ValueError(NOT_CONCRETE) from err
     return Samples(reference, jacobians, masses)
+
+
+#: C and Φ compiled alone, at the top level with XLA's quick settings (`quick_jit`): shared
+#: by `analyze_structure` without sparsity and `warn_if_singular`.
+_jacobian = quick_jit(constraint_jacobian)
+_residual = quick_jit(position_residual)
 
 
 def analyze_structure(
@@ -211,7 +217,7 @@ def analyze_structure(
 
     With `sparsity`, C at `q` comes from the one program that also samples the sparsity
     patterns (`sample_reference`, sample 0); without, from `constraint_jacobian` compiled
-    alone (`eqx.filter_jit`, the compilation `warn_if_singular` shares).
+    alone (`_jacobian`, the compilation `warn_if_singular` shares).
 
     **Arguments:**
 
@@ -228,9 +234,7 @@ def analyze_structure(
         return structure_of_samples(mechanism, sample_reference(mechanism, q, t, params))
     params = mechanism.params if params is None else params
     try:
-        jacobian = np.asarray(
-            eqx.filter_jit(constraint_jacobian)(mechanism, jnp.asarray(q), t, params)
-        )
+        jacobian = np.asarray(_jacobian(mechanism, jnp.asarray(q), t, params))
     except Exception as err:  # tracers cannot be analysed
         raise ValueError(NOT_CONCRETE) from err
     return structure_of_jacobian(mechanism, jacobian)
@@ -371,7 +375,7 @@ def iteration_pattern(mechanism: Model) -> tuple[tuple[int, ...], ...]:
         return moved[:n].T | moved[n:].T
 
     with jax.ensure_compile_time_eval():
-        moved = _nonzero(jax.jit(jax.vmap(sample))(t_s, q_s, v_s, a_s, lam_s))
+        moved = _nonzero(quick_jit(jax.vmap(sample))(t_s, q_s, v_s, a_s, lam_s))
     C = sparsity.jacobian_pattern
     pattern = pattern_rows(np.block([
         [sparsity.mass_pattern | moved[:n], C.T],
@@ -434,8 +438,7 @@ def warn_if_singular(mechanism: Model, reference_q, reference_t: float = 0.0) ->
     if structure is None or structure.rank == min(structure.n_constraints, structure.n):
         return
     t, p, m = reference_t, mechanism.params, structure.n_holonomic
-    # Called as `analyze_structure` calls it, so both use one compilation.
-    jacobian, residual = eqx.filter_jit(constraint_jacobian), eqx.filter_jit(position_residual)
+    jacobian, residual = _jacobian, _residual  # `analyze_structure`'s compilation of C
     q_ref = jnp.asarray(reference_q, dtype=float)
     tangents = np.eye(mechanism.n)
     if m:  # the right singular vectors past rank Φ_q span its null space

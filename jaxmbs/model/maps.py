@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._internal.compile import quick_jit
 from .._internal.types import Array, ArrayLike
 from ..kinematics import algebra
 from .mechanism import Mechanism
@@ -169,7 +170,7 @@ def map_coordinates(
         mechanism, f, hol, pfaffian, constraints
     )
     if reference_theta is not None:
-        _check_map_rank(jax.jit(jax.jacfwd(f)), reference_theta, mechanism.params)
+        _check_map_rank(quick_jit(jax.jacfwd(f)), reference_theta, mechanism.params)
     return Mechanism(
         mass_matrix,
         forces,
