@@ -80,6 +80,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxmbs
+from jaxmbs._internal.compile import quick_jit
 from jaxmbs.model.joints import forces, spatial
 
 from ._cache import cached
@@ -503,9 +504,11 @@ def _quarter_car(road: jaxmbs.Profile, orientation: str, **params) -> jaxmbs.Mec
     )
 
 
+@quick_jit
 def _unbalanced(mechanism: jaxmbs.Mechanism, q, p):
     """Q − Cᵀλ at rest with λ by least squares: the part of the applied forces that the
-    joints cannot hold (zero at a static equilibrium)."""
+    joints cannot hold (zero at a static equilibrium). One compiled program for the build's
+    two evaluations (the preload an array in both), not op by op."""
     C = jaxmbs.constraint_jacobian(mechanism, q, 0.0, p)
     Q = mechanism.forces(0.0, q, jnp.zeros_like(q), p)
     return Q - C.T @ jnp.linalg.lstsq(C.T, Q)[0]
@@ -534,8 +537,8 @@ def quarter_car(
     p.setdefault("preload", 0.0)
     mech = _quarter_car(road, orientation, **{**params, **p})
     if "preload" not in params:
-        r0 = _unbalanced(mech, q, {**p, "preload": 0.0})
-        r1 = _unbalanced(mech, q, {**p, "preload": 1.0}) - r0
+        r0 = _unbalanced(mech, q, {**p, "preload": jnp.asarray(0.0)})
+        r1 = _unbalanced(mech, q, {**p, "preload": jnp.asarray(1.0)}) - r0
         p["preload"] = float(-jnp.dot(r0, r1) / jnp.dot(r1, r1))
         mech = mech.replace_params(p)
     return mech
