@@ -2,19 +2,20 @@
 
 A model's build samples its structure (rank, sparsity, the iteration matrix's pattern),
 checks a map's rank and warns of singular configurations; `linearize` recognises cyclic
-coordinates and forms A. Each of these programs runs once or a few times, in milliseconds,
-after a compilation of seconds, so their compile time is what a user waits for. XLA's CPU
-compiler spends most of it in LLVM's optimisation passes and its fusion emitters; without
-them (`QUICK_CPU_OPTIONS`, the settings the test suite compiles with) the same programs
-compile faster and run slower, which for a program run once is the better trade:
+coordinates and forms A; `equilibrium` runs Newton's method. Each of these programs runs
+once or a few times, in milliseconds, after a compilation of seconds, so their compile time
+is what a user waits for. XLA's CPU compiler spends most of it in LLVM's optimisation
+passes and its fusion emitters; without them (`QUICK_CPU_OPTIONS`, the settings the test
+suite compiles with) the same programs compile faster and run slower, which for a program
+run once is the better trade (2-core CPU, benchmarks/README.md, round 26):
 
-- the McPherson quarter car's build 6.7 → 3.5 s, its `linearize` 18.2 → 11.4 s on the first
-  call and 7 ms on later calls either way (2-core CPU, benchmarks/README.md, round 26).
+- the McPherson quarter car's `linearize` 15.2 → 10.7 s on the first call, 5.1 → 5.9 ms
+  on later ones; its `equilibrium` 16.6 → 10.5 s and 8.1 → 9.6 ms.
 
-The programs a study runs again and again — `simulate`, `equilibrium`'s Newton solve, a
-Monte Carlo chunk — keep XLA's defaults. Options apply to a top-level compilation only:
-inside a user's `jax.jit`, `jax.grad` or `jax.vmap` a `quick_jit` function is traced into
-the user's program like any other jitted function.
+The programs a study runs many times — `simulate`, a Monte Carlo chunk — keep XLA's
+defaults. Options apply to a top-level compilation only: inside a user's `jax.jit`,
+`jax.grad` or `jax.vmap` a `quick_jit` function is traced into the user's program like any
+other jitted function.
 """
 
 from __future__ import annotations

@@ -32,13 +32,13 @@ unrolled iterations; the start is held constant in it (the root does not depend 
 
 from __future__ import annotations
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
 
 from .._internal.checks import finite_params, is_concrete
+from .._internal.compile import quick_jit
 from .._internal.types import Array, Coordinates, Params
 from ..integrate.inputs import merge_params
 from ..kinematics.constraints import constraint_jacobian, position_residual
@@ -109,7 +109,9 @@ def equilibrium(
 
 
 # Compiled once per mechanism, rows and options: a design study calls it again and again.
-@eqx.filter_jit
+# With XLA's quick settings (`quick_jit`): the quarter car's first call 16.6 → 10.5 s, later
+# calls 8.1 → 9.6 ms (benchmarks/README.md, round 26).
+@quick_jit
 def _newton(
     mechanism: Mechanism, rows: tuple[int, ...], q_guess: Array, t: Array, p: Params,
     tol: float, max_steps: int,
