@@ -7,14 +7,55 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from .._internal.compile import quick_jit
 from .._internal.types import Array, Params
+from ..integrate.inputs import merge_params
 from ..model.mechanism import Mechanism
 
 
-def _element_set(mechanism: Mechanism):
+def _require_elements(mechanism: Mechanism) -> None:
+    """Raises where the mechanism has no force elements."""
     if mechanism.elements is None:
         raise ValueError("the mechanism has no force elements (build it with elements=…)")
-    return mechanism.elements
+
+
+def _parameters(mechanism: Mechanism, params: Params | None, solution) -> Params:
+    """The parameters the run used (default the mechanism's), every leaf an array: traced
+    by the compiled programs below, so that new values reuse them."""
+    p = mechanism.params if params is None else params
+    return merge_params(p, None, solution.q.dtype)
+
+
+# Each quantity along the outputs is one compiled program (`quick_jit`: run once per call);
+# evaluated op by op under `vmap` a spatial model's elements took ~20 ms a call. They take
+# the mechanism, not its element set, whose elements hold NumPy arrays (not hashable as
+# static arguments).
+@quick_jit
+def _forces_along(mechanism: Mechanism, ts, q, qd, p):
+    elements = mechanism.elements
+    return jax.vmap(lambda t, q_, qd_: elements.forces(t, q_, qd_, p))(ts, q, qd)
+
+
+@quick_jit
+def _power_along(mechanism: Mechanism, ts, q, qd, p):
+    elements = mechanism.elements
+    return jax.vmap(lambda t, q_, qd_: elements.power(t, q_, qd_, p))(ts, q, qd)
+
+
+@quick_jit
+def _work_terms(mechanism: Mechanism, ts, q, qd, qdd, p):
+    """Each element's non-conservative power P_e and its rate Ṗ_e, and its potential V_e."""
+    elements = mechanism.elements
+
+    def power_and_rate(t, q_, qd_, qdd_):
+        return jax.jvp(
+            lambda t_, q__, qd__: elements.powers(t_, q__, qd__, p),
+            (t, q_, qd_),
+            (jnp.ones_like(t), qd_, qdd_),
+        )
+
+    powers, rates = jax.vmap(power_and_rate)(ts, q, qd, qdd)
+    return powers, rates, jax.vmap(lambda q_: elements.potentials(q_, p))(q)
 
 
 def element_forces(
@@ -22,11 +63,9 @@ def element_forces(
 ) -> dict[str, Array]:
     """Each force element's force (tension positive) or torque at the solution's output
     times, an applied load's F (global frame): name → array (T,) or (T, components)."""
-    elements = _element_set(mechanism)
-    p = mechanism.params if params is None else params
-    return jax.vmap(lambda t, q, qd: elements.forces(t, q, qd, p))(
-        solution.ts, solution.q, solution.qd
-    )
+    _require_elements(mechanism)
+    p = _parameters(mechanism, params, solution)
+    return _forces_along(mechanism, solution.ts, solution.q, solution.qd, p)
 
 
 def element_power(mechanism: Mechanism, solution, params: Params | None = None) -> Array:
@@ -34,11 +73,9 @@ def element_power(mechanism: Mechanism, solution, params: Params | None = None) 
     the output times (T,); −P is the dissipated power, and E(t) − E(0) = ∫₀ᵗ P dt when the
     elements, gravity and ideal constraints are all that act (`element_work` integrates
     it)."""
-    elements = _element_set(mechanism)
-    p = mechanism.params if params is None else params
-    return jax.vmap(lambda t, q, qd: elements.power(t, q, qd, p))(
-        solution.ts, solution.q, solution.qd
-    )
+    _require_elements(mechanism)
+    p = _parameters(mechanism, params, solution)
+    return _power_along(mechanism, solution.ts, solution.q, solution.qd, p)
 
 
 def element_work(
@@ -76,19 +113,10 @@ def element_work(
 
     **Returns:** element name → W_e at the output times, shape (T,), zero at the first.
     """
-    elements = _element_set(mechanism)
-    p = mechanism.params if params is None else params
     s = solution
-
-    def power_and_rate(t, q, qd, qdd):
-        return jax.jvp(
-            lambda t_, q_, qd_: elements.powers(t_, q_, qd_, p),
-            (t, q, qd),
-            (jnp.ones_like(t), qd, qdd),
-        )
-
-    powers, rates = jax.vmap(power_and_rate)(s.ts, s.q, s.qd, s.qdd)
-    potentials = jax.vmap(lambda q: elements.potentials(q, p))(s.q)
+    p = _parameters(mechanism, params, s)
+    _require_elements(mechanism)
+    powers, rates, potentials = _work_terms(mechanism, s.ts, s.q, s.qd, s.qdd, p)
     h = jnp.diff(s.ts)
     work = {}
     for name, P in powers.items():
