@@ -11,7 +11,10 @@ Cases (2-core CPU targets of the compile-time issue, in seconds there):
 - the quarter car's design objective (equilibrium + 0.4 s over the bump, tolerance 1e-10):
   reverse gradient (≤ 30 s) and forward mode, and their agreement;
 - what a new user meets: `linearize` of a pendulum, first and later call; `simulate` called
-  again with an output grid of another length.
+  again with an output grid of another length;
+- what a designer waits for before the first simulation of the quarter car: its build, its
+  static point (`equilibrium`) and the linearisation there, first and later call (programs
+  run once per analysis: XLA's quick settings, `jaxmbs._internal.compile`).
 
 Run alone on the machine: `python -m benchmarks.compile` (the quarter car takes minutes).
 """
@@ -164,12 +167,42 @@ def new_user_cases() -> list[dict]:
     ]  # fmt: skip
 
 
+def analysis_cases() -> list[dict]:
+    """The quarter car's build (structure analysis, spring preload), `equilibrium` from the
+    design position and `linearize` at the static point: each first call (compile and run)
+    and a later call. Run before `quarter_car_cases`, which builds the same model."""
+    sys.path.insert(0, str(EXPERIMENTS))
+    import suspension_design as study
+
+    start = time.perf_counter()
+    mech = mcpherson.quarter_car(study.study_road())
+    build = time.perf_counter() - start
+
+    def first_and_later(f):
+        start = time.perf_counter()
+        out = jax.block_until_ready(f())
+        first = time.perf_counter() - start
+        return first, _run_time(f), out
+
+    eq_first, eq_later, q = first_and_later(lambda: mcpherson.static_configuration(mech))
+    lin_first, lin_later, _ = first_and_later(
+        lambda: jaxmbs.linearize(mech, q, jnp.zeros_like(q)).A
+    )
+    return [
+        {"case": "quarter car build (structure, preload)", "compile_s": build},
+        {"case": "quarter car equilibrium: first call / later call", "compile_s": eq_first,
+         "run_s": eq_later},
+        {"case": "quarter car linearize at its static point: first call / later call",
+         "compile_s": lin_first, "run_s": lin_later},
+    ]  # fmt: skip
+
+
 def compile_budget(repeats: int = 5, quarter_car: bool = True) -> dict:
     """Every case, with the yardstick measured in the same run."""
     stick = yardstick()
     cases = [*fourbar_cases(repeats), mcpherson_case(repeats), *new_user_cases()]
     if quarter_car:
-        cases += quarter_car_cases()
+        cases += analysis_cases() + quarter_car_cases()
     for case in cases:
         case["ratio"] = case["compile_s"] / stick
     return {"yardstick_s": stick, "cases": cases}

@@ -17,7 +17,8 @@ import sys
 #: default settings). Code generation in one piece rather than split over threads
 #: (`parallel_codegen_split_count=1`): two workers already keep the two cores busy, and the
 #: split costs CPU time (three four-bar and McPherson programs: 10.6 → 9.6 CPU-s, lower in
-#: each of five paired runs). The benchmarks and the library itself keep XLA's defaults.
+#: each of five paired runs). The benchmarks and the library's solves keep XLA's defaults; the
+#: library compiles its one-shot analyses with the first two (`jaxmbs._internal.compile`).
 QUICK_XLA_FLAGS = (
     "--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0"
     " --xla_cpu_parallel_codegen_split_count=1"
