@@ -25,6 +25,7 @@ changing a length moves the consistent initial configuration, and the gradient f
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -138,6 +139,7 @@ def optimize(
     gradient: str = "reverse",
     fd_step: float = 1e-6,
     progress: bool = False,
+    compiler_options: dict[str, Any] | None = None,
 ) -> OptimizationResult:
     """Minimise `loss(x)` over a pytree of design variables with an optimistix minimiser.
 
@@ -155,6 +157,10 @@ def optimize(
       must simulate with `adjoint=diffrax.ForwardMode()`) or `"central-difference"`
       (finite differences with relative step `fd_step`, for comparison).
     - `progress`: show a progress bar with the current loss.
+    - `compiler_options`: XLA options for the compiled step (`jax.jit`'s), e.g.
+      `{"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}` on a
+      CPU: a large model's gradient compiles in about half the time and runs about twice as
+      long (docs/performance.md), the better trade for a few dozen steps.
 
     **Returns:** an [`jaxmbs.OptimizationResult`][].
     """
@@ -172,7 +178,7 @@ def optimize(
     f_struct, aux_struct = jax.eval_shape(lambda: fn(y, None))
     state = solver.init(fn, y, None, options, f_struct, aux_struct, tags)
 
-    @eqx.filter_jit
+    @functools.partial(eqx.filter_jit, compiler_options=compiler_options)
     def step(y, state):
         y, state, _ = solver.step(fn, y, None, options, state, tags)
         done, result = solver.terminate(fn, y, None, options, state, tags)

@@ -124,3 +124,14 @@ def test_every_gradient_mode_converges(gradient):
     assert np.max(np.abs(out.x - np.array([1.0, -2.0]))) < 1e-6
     with pytest.raises(ValueError, match="gradient must be one of"):
         jaxmbs.optimize(quadratic_bowl, jnp.zeros(2), gradient="adjoint")
+
+
+def test_compiler_options_reach_the_compiled_step():
+    """`compiler_options` are XLA's for the compiled step: an option XLA does not know fails
+    there; with the quick CPU settings the bowl's minimum is found as with the defaults."""
+    with pytest.raises(Exception, match="xla_no_such_option"):
+        jaxmbs.optimize(quadratic_bowl, jnp.zeros(2), compiler_options={"xla_no_such_option": 0})
+    quick = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
+    out = jaxmbs.optimize(quadratic_bowl, jnp.zeros(2), max_steps=100, compiler_options=quick)
+    assert out.converged
+    assert np.max(np.abs(out.x - np.array([1.0, -2.0]))) < 1e-6
