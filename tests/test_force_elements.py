@@ -518,3 +518,58 @@ def test_a_users_element_subclassing_the_abstract_base():
 
     with pytest.raises(TypeError, match="abstract"):
         Unfinished()
+
+
+def test_generalized_force_in_one_pass_is_the_spring_gradient_plus_the_rest():
+    """Each element's `generalized_force` (one linearisation of δ: −(∂δ/∂q)ᵀ f) against the
+    two passes it replaces in the builders, −∂V/∂q + Q_nc, at a random state of two free
+    Euler-parameter bodies: a spring-damper with an actuator, an axial and a torsional
+    spring-damper, a bushing with coupled K and C, a one-sided law. Agreement to 1e-13 of
+    the force's scale; the spring's share has the restoring sign (V falls along −Q)."""
+    rng = np.random.default_rng(11)
+    B = rng.normal(size=(6, 6))
+    law = forces.one_sided(stiffness=1e3, clearance=0.01, damping=5.0, sharpness=1e-6)
+    elements = [
+        forces.SpringDamper(
+            "strut", stiffness=40.0, damping=3.0, free_length=0.4, body_i=0,
+            point_i=(0.1, 0.0, 0.2), body_j=1, point_j=(0.0, -0.1, 0.0),
+            actuator=lambda t, q, qd, p: 2.0 * jnp.sin(t) + 0.1 * qd[0],
+        ),
+        forces.AxialSpringDamper(
+            "axial", stiffness=25.0, damping=0.7, free_offset=0.05, body_i=None,
+            axis_i=(0.0, 0.6, 0.8), body_j=1, point_j=(0.1, 0.1, 0.0),
+        ),
+        forces.RotationalSpringDamper(
+            "torsion", stiffness=6.0, damping=0.4, free_angle=0.3, body_i=0, body_j=1,
+            axis_i=(0.0, 0.0, 1.0),
+        ),
+        forces.Bushing("mount", stiffness=B @ B.T + 10 * np.eye(6), damping=np.eye(6) + 0.1 * B,
+                       body_i=None, body_j=0, point_j=(0.0, 0.1, 0.0)),
+        forces.SpringDamper(
+            "stop", law=law, body_i=None, point_i=(0.0, 0.0, 0.0), body_j=1,
+            point_j=(0.0, 0.0, 0.0), free_length=0.0,
+        ),
+    ]  # fmt: skip
+    bodies = [spatial.Body("a", 1.0, (0.1, 0.2, 0.3)), spatial.Body("b", 2.0, (0.3, 0.2, 0.1))]
+    mech = spatial.spatial_mechanism(bodies, [], elements=elements)
+    kit = mech.elements.kit
+    q = rng.normal(size=14)
+    for start in (3, 10):  # unit Euler parameters
+        q[start : start + 4] /= np.linalg.norm(q[start : start + 4])
+    q, qd, t = jnp.asarray(q), jnp.asarray(rng.normal(size=14)), 0.7
+    for e in elements:
+        one_pass = np.asarray(jax.jit(e.generalized_force, static_argnums=0)(kit, t, q, qd, {}))
+        spring = jax.grad(lambda q_, e=e: e.potential(kit, q_, {}))(q)
+        two_passes = np.asarray(e.nonconservative_force(kit, t, q, qd, {}) - spring)
+        scale = np.max(np.abs(two_passes))
+        assert scale > 1e-2, e.name  # the element acts at this state
+        assert np.max(np.abs(one_pass - two_passes)) <= 1e-13 * scale, e.name
+    # the whole set, as the builder adds it to Q
+    total = sum(np.asarray(e.generalized_force(kit, t, q, qd, {})) for e in elements)
+    np.testing.assert_allclose(
+        np.asarray(mech.elements.generalized_force(t, q, qd, {})), total, rtol=0, atol=1e-12
+    )
+    # a pure spring's Q points down its potential: V(q + s Q) < V(q) for a small step s
+    spring = elements[2]
+    Q = spring.generalized_force(kit, t, q, jnp.zeros_like(qd), {})
+    assert float(spring.potential(kit, q + 1e-4 * Q, {})) < float(spring.potential(kit, q, {}))

@@ -426,6 +426,10 @@ class _JointSpringDamper(forces.AbstractForceElement):
     def nonconservative_force(self, kit, t, q, qd, p) -> Array:
         return jnp.zeros_like(q).at[self.coordinate.index].set(-self._parts(q, qd, p)[1])
 
+    def generalized_force(self, kit, t, q, qd, p) -> Array:
+        """Q_k = −f along q_k, spring and damper together."""
+        return jnp.zeros_like(q).at[self.coordinate.index].set(-self.force(kit, t, q, qd, p))
+
     def power(self, kit, t, q, qd, p) -> Array:
         return -self._parts(q, qd, p)[1] * qd[self.coordinate.index]
 

@@ -223,6 +223,7 @@ class Mechanism(eqx.Module):
         *,
         external_forces: ForcesFn | None = None,
         completions: Sequence[KineticCompletion] = (),
+        differentiated_potential: PotentialFn | None = None,
         **kwargs,
     ) -> Mechanism:
         """Build a mechanism from kinetic energy T(q, q̇, p) and potential energy V(q, p).
@@ -234,10 +235,15 @@ class Mechanism(eqx.Module):
         so gyroscopic and centrifugal terms (e.g. spatial bodies in Euler angles) come by
         autodiff. M v is a Hessian-vector product (forward over reverse mode), the dense M
         n of them. `completions` add kinetic energies ½ ṙᵀ W ṙ of rows' rates with their
-        terms in closed form (`KineticCompletion`). `kwargs` are passed to the constructor
-        (`n`, names, `reference_q`, …).
+        terms in closed form (`KineticCompletion`). `differentiated_potential`: the part of
+        V whose −∂/∂q enters Q (default V itself), when Qᵉ already holds the rest's (a
+        builder's force elements give their springs' −∂V/∂q with their dampers, from one
+        linearisation); V stays the potential of the reported energy. `kwargs` are passed
+        to the constructor (`n`, names, `reference_q`, …).
         """
         completions = tuple(completions)
+        if differentiated_potential is None:
+            differentiated_potential = potential_energy
 
         def momentum(q, qd, p):
             return jax.grad(kinetic_energy, argnums=1)(q, qd, p)
@@ -255,8 +261,8 @@ class Mechanism(eqx.Module):
             # (∂²T/∂q̇∂q) q̇: derivative of the momentum ∂T/∂q̇ along q̇ at fixed q̇.
             _, coupling = jax.jvp(lambda q_: momentum(q_, qd, p), (q,), (qd,))
             out = sum((c.force(q, qd, p) for c in completions), dT_dq - coupling)
-            if potential_energy is not None:
-                out = out - jax.grad(potential_energy)(q, p)
+            if differentiated_potential is not None:
+                out = out - jax.grad(differentiated_potential)(q, p)
             if external_forces is not None:
                 out = out + external_forces(t, q, qd, p)
             return out

@@ -14,12 +14,12 @@ force is
 
     Q = −(∂δ/∂q)ᵀ f,                      with δ̇ = (∂δ/∂q) q̇,
 
-one reverse-mode product of δ(q) (a vjp) and one forward-mode product (a jvp). The stiffness
-part of the linear law is conservative with the potential V = ½ (δ − δ₀)ᵀ K (δ − δ₀) (K
-symmetric), which the builders add to the mechanism's potential energy, so `Solution.energy`
-stays the total mechanical energy; the remainder f_nc = C δ̇ − u (or the whole of a user's law)
-does the work P = −f_ncᵀ δ̇ on the system (`power`; −P ≥ 0 is the power a damper
-dissipates), and
+one linearisation of δ(q) at q: its forward-mode product gives δ̇, its transpose the pullback
+(`AbstractForceElement.generalized_force`). The stiffness part of the linear law is
+conservative with the potential V = ½ (δ − δ₀)ᵀ K (δ − δ₀) (K symmetric), which the
+builders add to the mechanism's potential energy, so `Solution.energy` stays the total
+mechanical energy; the remainder f_nc = C δ̇ − u (or the whole of a user's law) does the
+work P = −f_ncᵀ δ̇ on the system (`power`; −P ≥ 0 is the power a damper dissipates), and
 
     E(t) − E(0) = ∫₀ᵗ Σ P dt                                        (energy balance).
 
@@ -178,7 +178,9 @@ class AbstractForceElement(abc.ABC):
     `BodyKinematics` `kit`, its force or torque f (`force`, read back along a solution), its
     potential V (`potential`, zero where it has none), the generalized force of the rest,
     Q_nc (`nonconservative_force`), and that rest's power P (`power`). Its share of the
-    mechanism's generalized force is −∂V/∂q + Q_nc, of its energy V, and the energy balance
+    mechanism's generalized force is −∂V/∂q + Q_nc (`generalized_force`, which the builders
+    call: by default the two terms apart, in one pass where the element can), of its
+    energy V, and the energy balance
     E(t) − E(0) = ∫ Σ P dt holds where Q_ncᵀ q̇ = P (module docstring).
     """
 
@@ -213,6 +215,12 @@ class AbstractForceElement(abc.ABC):
     @abc.abstractmethod
     def power(self, kit: BodyKinematics, t, q, qd, p) -> Array:
         """P = Q_ncᵀ q̇, the work per unit time of that part on the system, a scalar."""
+
+    def generalized_force(self, kit: BodyKinematics, t, q, qd, p) -> Array:
+        """The element's whole share of the generalized force, −∂V/∂q + Q_nc (shape (n,)),
+        what the builders add to the mechanism's Q. An element may give it in one pass."""
+        spring = jax.grad(lambda q_: self.potential(kit, q_, p))(q)
+        return self.nonconservative_force(kit, t, q, qd, p) - spring
 
 
 @dataclasses.dataclass(frozen=True)
@@ -282,13 +290,25 @@ class _Element(AbstractForceElement):
             f = f - jnp.asarray(self.actuator(t, q, qd, p))
         return f
 
-    def force(self, kit: BodyKinematics, t, q, qd, p) -> Array:
-        """The element's force f (tension positive) or torque at a state."""
-        delta, delta_dot = self._rate(kit, q, qd, p)
+    def _total(self, t, q, qd, delta, delta_dot, p) -> Array:
+        """f = K (δ − δ₀) + C δ̇ − u, or the law − u."""
         f = self._nonconservative(t, q, qd, delta, delta_dot, p)
         if self.law is None:
             f = f + _times(value(self.stiffness, p), delta - self.reference(p))
         return f
+
+    def force(self, kit: BodyKinematics, t, q, qd, p) -> Array:
+        """The element's force f (tension positive) or torque at a state."""
+        delta, delta_dot = self._rate(kit, q, qd, p)
+        return self._total(t, q, qd, delta, delta_dot, p)
+
+    def generalized_force(self, kit: BodyKinematics, t, q, qd, p) -> Array:
+        """Q = −(∂δ/∂q)ᵀ f, the spring's −∂V/∂q and Q_nc together, from one linearisation
+        of δ(q) at q: δ, δ̇ = (∂δ/∂q) q̇ and, transposed, the pullback (`potential` and
+        `nonconservative_force` apart evaluate δ three times, its derivatives three)."""
+        delta, tangent = jax.linearize(lambda q_: self.deformation(kit, q_, p), q)
+        f = self._total(t, q, qd, delta, tangent(qd), p)
+        return -jax.linear_transpose(tangent, q)(jnp.asarray(f, delta.dtype))[0]
 
     def potential(self, kit: BodyKinematics, q, p) -> Array:
         """V = ½ (δ − δ₀)ᵀ K (δ − δ₀) (zero for a user's law)."""
@@ -525,6 +545,10 @@ class _Load(AbstractForceElement):
         _, pullback = jax.vjp(lambda qd_: self.velocity(kit, q, qd_, p), qd)
         return pullback(F)[0]
 
+    def generalized_force(self, kit: BodyKinematics, t, q, qd, p) -> Array:
+        """Q_nc alone: a load has no potential."""
+        return self.nonconservative_force(kit, t, q, qd, p)
+
     def power(self, kit: BodyKinematics, t, q, qd, p) -> Array:
         return jnp.sum(self.force(kit, t, q, qd, p) * self.velocity(kit, q, qd, p))
 
@@ -614,16 +638,12 @@ class ElementSet(NamedTuple):
         """Σ V of the conservative parts."""
         return sum(self.potentials(q, p).values(), jnp.zeros((), q.dtype))
 
-    def nonconservative_force(self, t, q, qd, p) -> Array:
-        """Σ Q_nc."""
+    def generalized_force(self, t, q, qd, p) -> Array:
+        """Σ (−∂V/∂q + Q_nc), the elements' share of the mechanism's generalized force."""
         return sum(
-            (e.nonconservative_force(self.kit, t, q, qd, p) for e in self.elements),
+            (e.generalized_force(self.kit, t, q, qd, p) for e in self.elements),
             jnp.zeros_like(q),
         )
-
-    def conservative_force(self, q, p) -> Array:
-        """−∂(Σ V)/∂q."""
-        return -jax.grad(self.potential)(q, p)
 
     def forces(self, t, q, qd, p) -> dict[str, Array]:
         """Each element's force or torque f by name."""

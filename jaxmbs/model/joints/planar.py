@@ -338,11 +338,7 @@ def planar_mechanism(
         out = jnp.concatenate([weight, jnp.zeros((len(bodies), 1))], axis=1).reshape(-1)
         out = out.astype(q.dtype)
         if element_set.elements:
-            out = (
-                out
-                + element_set.conservative_force(q, p)
-                + element_set.nonconservative_force(t, q, qd, p)
-            )
+            out = out + element_set.generalized_force(t, q, qd, p)
         if applied_forces is not None:
             out = out + applied_forces(t, q, qd, p)
         return out

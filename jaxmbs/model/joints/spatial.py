@@ -751,8 +751,10 @@ def spatial_mechanism(
 
     T (module docstring) and V = −Σ mᵢ gᵀrᵢ go to `Mechanism.from_lagrangian`, so M and the
     velocity-dependent terms are derived by autodiff and the total energy is reported.
-    The springs of the force `elements` (`jaxmbs.joints.forces`) add to V, their dampers and
-    laws to the generalized forces, as do their loads (point forces, torques) and
+    The springs of the force `elements` (`jaxmbs.joints.forces`) add to V (the energy
+    reported); each element's whole generalized force, spring and damper or law together,
+    enters Q from one linearisation of its deformation (`generalized_force`; only the
+    gravity part of V is differentiated), as do their loads (point forces, torques) and
     `applied_forces(t, q, qd, p)`. `added_kinetic_energy(q, qd, p)`, quadratic in q̇, adds to
     T what is no body's (a rotor's ½ a θ̇² of a relative rate: MuJoCo's armature, as
     `jaxmbs.io.absolute` maps it); `completions` add ½ ṙᵀ W ṙ of rows' rates with their
@@ -779,13 +781,15 @@ def spatial_mechanism(
     element_set = ElementSet(checked, _body_kinematics(layout), dimension=3)
     kinetic_energy = _kinetic_energy(layout, bodies, added_kinetic_energy)
 
-    def potential_energy(q, p):
+    def gravity_potential(q, p):
         masses = jnp.stack([value(b.mass, p) for b in bodies])
-        gravity_potential = -jnp.sum(masses * dot(layout.positions(q), value(gravity, p)))
-        return gravity_potential + element_set.potential(q, p)
+        return -jnp.sum(masses * dot(layout.positions(q), value(gravity, p)))
+
+    def potential_energy(q, p):
+        return gravity_potential(q, p) + element_set.potential(q, p)
 
     def external_forces(t, q, qd, p):
-        out = element_set.nonconservative_force(t, q, qd, p)
+        out = element_set.generalized_force(t, q, qd, p)
         if applied_forces is not None:
             out = out + applied_forces(t, q, qd, p)
         return out
@@ -804,6 +808,8 @@ def spatial_mechanism(
             jax.jit(external_forces) if element_set.elements or applied_forces is not None else None
         ),
         completions=completions,
+        # the elements' springs are in their generalized force (external_forces)
+        differentiated_potential=jax.jit(gravity_potential),
         elements=element_set if element_set.elements else None,
         joints=(*holonomic, *pfaffian),
         coordinate_names=layout.coordinate_names() + extra_coordinates,
