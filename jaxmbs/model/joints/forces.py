@@ -302,13 +302,17 @@ class _Element(AbstractForceElement):
         delta, delta_dot = self._rate(kit, q, qd, p)
         return self._total(t, q, qd, delta, delta_dot, p)
 
-    def generalized_force(self, kit: BodyKinematics, t, q, qd, p) -> Array:
-        """Q = −(∂δ/∂q)ᵀ f, the spring's −∂V/∂q and Q_nc together, from one linearisation
-        of δ(q) at q: δ, δ̇ = (∂δ/∂q) q̇ and, transposed, the pullback (`potential` and
-        `nonconservative_force` apart evaluate δ three times, its derivatives three)."""
+    def _pulled_back(self, kit: BodyKinematics, t, q, qd, p, law: Callable) -> Array:
+        """−(∂δ/∂q)ᵀ f with f = law(t, q, q̇, δ, δ̇, p), from one linearisation of δ(q) at
+        q: δ, δ̇ = (∂δ/∂q) q̇ and, transposed, the pullback."""
         delta, tangent = jax.linearize(lambda q_: self.deformation(kit, q_, p), q)
-        f = self._total(t, q, qd, delta, tangent(qd), p)
+        f = law(t, q, qd, delta, tangent(qd), p)
         return -jax.linear_transpose(tangent, q)(jnp.asarray(f, delta.dtype))[0]
+
+    def generalized_force(self, kit: BodyKinematics, t, q, qd, p) -> Array:
+        """Q = −(∂δ/∂q)ᵀ f, the spring's −∂V/∂q and Q_nc together in one pass (`potential`
+        and `nonconservative_force` apart evaluate δ three times, its derivatives three)."""
+        return self._pulled_back(kit, t, q, qd, p, self._total)
 
     def potential(self, kit: BodyKinematics, q, p) -> Array:
         """V = ½ (δ − δ₀)ᵀ K (δ − δ₀) (zero for a user's law)."""
@@ -319,10 +323,7 @@ class _Element(AbstractForceElement):
 
     def nonconservative_force(self, kit: BodyKinematics, t, q, qd, p) -> Array:
         """Q_nc = −(∂δ/∂q)ᵀ f_nc, the part of the generalized force without a potential."""
-        delta, pullback = jax.vjp(lambda q_: self.deformation(kit, q_, p), q)
-        delta_dot = jax.jvp(lambda q_: self.deformation(kit, q_, p), (q,), (qd,))[1]
-        f = self._nonconservative(t, q, qd, delta, delta_dot, p)
-        return -pullback(jnp.asarray(f, q.dtype))[0]
+        return self._pulled_back(kit, t, q, qd, p, self._nonconservative)
 
     def power(self, kit: BodyKinematics, t, q, qd, p) -> Array:
         """P = −f_ncᵀ δ̇, the work per unit time of the non-conservative part on the system."""
