@@ -160,11 +160,15 @@ def _start(forces, jacobian, phi, q_guess: Array, p) -> tuple[Array, Array, Arra
     def gauss_newton(q, _):
         return q - jnp.linalg.pinv(jacobian(q, p)) @ phi(q, p), None
 
+    # Holonomic rows to satisfy and multipliers to start (their number, not traced values).
+    rows = jax.eval_shape(phi, q_guess, p).shape[0]
     q0, lam0 = q_guess, jnp.zeros(0, q_guess.dtype)
-    if jacobian(q_guess, p).shape[0]:  # holonomic rows to satisfy and multipliers to start
+    if rows:
         q0 = jax.lax.scan(gauss_newton, q_guess, None, length=START_STEPS)[0]
-        lam0 = jnp.linalg.lstsq(jacobian(q0, p).T, forces(q0, p))[0]
-    scale = jnp.maximum(jnp.max(jnp.abs(forces(q0, p))), jnp.finfo(q0.dtype).tiny)
+    Q = forces(q0, p)
+    if rows:
+        lam0 = jnp.linalg.lstsq(jacobian(q0, p).T, Q)[0]
+    scale = jnp.maximum(jnp.max(jnp.abs(Q)), jnp.finfo(q0.dtype).tiny)
     return q0, lam0, scale
 
 
