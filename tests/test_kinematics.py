@@ -161,6 +161,47 @@ def test_kinetic_completion_equals_lagrange_by_autodiff():
     assert float(jnp.max(jnp.abs(Q + 2 * completion.force(q, qd, params)))) > 0.5
 
 
+def test_forces_at_rest_equal_the_forces_at_zero_velocity():
+    """`from_lagrangian`'s forces at rest (velocity terms left out) against its Q(t, q, 0, p),
+    on a T with every kind of part: quadratic in q̇ with M(q), gyroscopic (linear in q̇), one
+    without q̇ (a rotating frame's ½ m ω² r², whose ∂T/∂q stays at rest), a completion, a
+    potential and a damped external force. Each part acts at the state used (at rest Q is
+    nonzero, and away from rest the velocity terms are); a mechanism without `rest_forces`
+    gives the forces at q̇ = 0."""
+
+    def rows(q, p):
+        return jnp.stack([jnp.sin(q[0]) * q[1]])
+
+    def kinetic(q, qd, p):
+        M = jnp.diag(jnp.array([1.0 + q[1] ** 2, 2.0, 1.5 + jnp.cos(q[0])]))
+        gyroscopic = p["w"] * (q[0] * qd[1] - q[1] * qd[0])
+        frame = 0.5 * p["w"] ** 2 * (q[0] ** 2 + q[1] ** 2)
+        return 0.5 * qd @ M @ qd + gyroscopic + frame
+
+    def potential(q, p):
+        return p["k"] * (q[2] - 0.2) ** 2 + jnp.cos(q[0])
+
+    def external(t, q, qd, p):
+        return -p["c"] * qd + jnp.array([0.0, jnp.sin(t), 0.3])
+
+    params = {"w": 1.3, "k": 2.0, "c": 0.4}
+    mech = jaxmbs.Mechanism.from_lagrangian(
+        kinetic, potential, params=params, n=3, external_forces=external,
+        completions=[jaxmbs.model.KineticCompletion(rows, lambda p: jnp.array([0.8]))],
+    )  # fmt: skip
+    q, qd, t = jnp.array([0.4, -0.7, 1.1]), jnp.array([0.9, -1.2, 0.5]), 0.6
+    at_rest = mech.forces(t, q, jnp.zeros(3), params)
+    assert float(jnp.min(jnp.abs(at_rest))) > 0.1
+    assert float(jnp.max(jnp.abs(mech.forces(t, q, qd, params) - at_rest))) > 0.5
+    assert_close(mech.rest_forces(t, q, params), at_rest, 0, 1e-14, "Q at rest")
+    assert_close(mech.forces_at_rest(t, q, params), at_rest, 0, 1e-14, "Q at rest")
+    frame = 1.3**2 * q[:2]  # ∂T/∂q at rest: without it the first two rows are off by it
+    assert float(jnp.min(jnp.abs(frame))) > 0.5
+    plain = jaxmbs.Mechanism(mech.mass_matrix, mech.forces, params=params, n=3)
+    assert plain.rest_forces is None
+    assert_close(plain.forces_at_rest(t, q, params), at_rest, 0, 1e-14, "Q at rest, default")
+
+
 def test_duplicated_row_is_found_redundant():
     bodies = [planar.Body("link", 1.0, 0.1)]
     pin = planar.Revolute("pin", 0, (-0.5, 0.0))

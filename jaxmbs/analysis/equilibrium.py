@@ -121,7 +121,7 @@ def _newton(
     n, index = mechanism.n, np.asarray(rows, dtype=int)
 
     def forces(q, p):
-        return mechanism.forces(t, q, jnp.zeros_like(q), p)
+        return mechanism.forces_at_rest(t, q, p)
 
     def jacobian(q, p):
         return constraint_jacobian(mechanism, q, t, p)[index]
@@ -182,5 +182,5 @@ def equilibrium_multipliers(
     rows = np.asarray(structure.independent_holonomic_rows, dtype=int)
     p = merge_params(mechanism.params, params, q.dtype)
     C = constraint_jacobian(mechanism, q, t, p)[rows]
-    Q = mechanism.forces(t, q, jnp.zeros_like(q), p)
+    Q = mechanism.forces_at_rest(t, q, p)
     return jnp.linalg.lstsq(C.T, Q)[0]

@@ -427,9 +427,7 @@ def _linearization(
     keep = np.concatenate([np.flatnonzero(~is_cyclic), len(P) + np.arange(len(V))])
     columns = np.flatnonzero(is_cyclic)
     reduced = A[np.ix_(keep, keep)]
-    free = jnp.linalg.solve(
-        algebra.mass_matrix(mechanism, q, p), mechanism.forces(t, q, jnp.zeros_like(q), p)
-    )
+    free = jnp.linalg.solve(algebra.mass_matrix(mechanism, q, p), mechanism.forces_at_rest(t, q, p))
     rest = np.setdiff1d(np.asarray(P, dtype=int), cyclic) if cyclic else np.arange(mechanism.n)
     return reduced, {
         "phi": jnp.max(jnp.abs(position_residual(mechanism, q, t, p)), initial=0.0),

@@ -33,6 +33,7 @@ ForcesFn = Callable[..., jax.Array]  # (t, q, qd, p) -> (n,)
 ConstraintsFn = Callable[..., jax.Array]  # (t, q, p) -> (m,)
 VelocityConstraintsFn = Callable[..., jax.Array]  # (t, q, qd, p) -> (h,)
 PotentialFn = Callable[..., jax.Array]  # (q, p) -> ()
+RestForcesFn = Callable[..., jax.Array]  # (t, q, p) -> (n,)
 
 
 def _shape_of(fn: Callable, *args) -> tuple[int, ...]:
@@ -117,6 +118,9 @@ class Mechanism(eqx.Module):
     - `mass_product`: `(q, v, p) -> M(q) v` (optional), cheaper than a column of
       `mass_matrix`; with it the engine forms M from one product per colour of M's sparsity
       pattern (`jaxmbs.kinematics.algebra.mass_matrix`). `from_lagrangian` supplies it.
+    - `rest_forces`: `(t, q, p) -> (n,)`, the same as `forces(t, q, 0, p)` (optional): the
+      forces at rest for static analyses (`jaxmbs.equilibrium`), without the velocity terms
+      that vanish there. `from_lagrangian` supplies it.
     - `elements`: the force elements inside `forces` and `potential_energy`, for reading
       their forces and power back (`jaxmbs.joints.forces.ElementSet`; the builders set it).
     - `joints`: the joints the constraints were built from, for pictures of the mechanism
@@ -138,6 +142,7 @@ class Mechanism(eqx.Module):
     potential_energy: PotentialFn | None = eqx.field(static=True)
     structure: Structure | None = eqx.field(static=True)
     mass_product: MassProductFn | None = eqx.field(static=True)
+    rest_forces: RestForcesFn | None = eqx.field(static=True)
     elements: ElementSet | None = eqx.field(static=True)
     joints: tuple = eqx.field(static=True)
     drawings: tuple = eqx.field(static=True)
@@ -157,6 +162,7 @@ class Mechanism(eqx.Module):
         reference_q=None,
         reference_t: float = 0.0,
         mass_product: MassProductFn | None = None,
+        rest_forces: RestForcesFn | None = None,
         elements: ElementSet | None = None,
         joints: Sequence = (),
         drawings: Sequence = (),
@@ -172,6 +178,7 @@ class Mechanism(eqx.Module):
         self.mass_matrix = mass_matrix
         self.mass_product = mass_product
         self.forces = forces
+        self.rest_forces = rest_forces
         self.constraints = constraints
         self.velocity_constraints = velocity_constraints
         self.params = params
@@ -191,6 +198,8 @@ class Mechanism(eqx.Module):
             raise ValueError(f"mass_matrix(q, p) must return shape ({n}, {n}), got {s}")
         if (s := _shape_of(forces, t, q, q, params)) != (n,):
             raise ValueError(f"forces(t, q, qd, p) must return shape ({n},), got {s}")
+        if rest_forces is not None and (s := _shape_of(rest_forces, t, q, params)) != (n,):
+            raise ValueError(f"rest_forces(t, q, p) must return shape ({n},), got {s}")
         m = h = 0
         if constraints is not None:
             s = _shape_of(constraints, t, q, params)
@@ -256,16 +265,26 @@ class Mechanism(eqx.Module):
             out = jax.jacfwd(lambda qd: momentum(q, qd, p))(jnp.zeros_like(q))
             return sum((c.mass_matrix(q, p) for c in completions), out)
 
-        def forces(t, q, qd, p):
-            dT_dq = jax.grad(kinetic_energy, argnums=0)(q, qd, p)
-            # (∂²T/∂q̇∂q) q̇: derivative of the momentum ∂T/∂q̇ along q̇ at fixed q̇.
-            _, coupling = jax.jvp(lambda q_: momentum(q_, qd, p), (q,), (qd,))
-            out = sum((c.force(q, qd, p) for c in completions), dT_dq - coupling)
+        def applied(t, q, qd, p, out):
+            """`out` with −∂V/∂q (of the differentiated potential) and Qᵉ added."""
             if differentiated_potential is not None:
                 out = out - jax.grad(differentiated_potential)(q, p)
             if external_forces is not None:
                 out = out + external_forces(t, q, qd, p)
             return out
+
+        def forces(t, q, qd, p):
+            dT_dq = jax.grad(kinetic_energy, argnums=0)(q, qd, p)
+            # (∂²T/∂q̇∂q) q̇: derivative of the momentum ∂T/∂q̇ along q̇ at fixed q̇.
+            _, coupling = jax.jvp(lambda q_: momentum(q_, qd, p), (q,), (qd,))
+            out = sum((c.force(q, qd, p) for c in completions), dT_dq - coupling)
+            return applied(t, q, qd, p, out)
+
+        def rest_forces(t, q, p):
+            # At q̇ = 0 the coupling (linear in q̇) and the completions' forces (quadratic)
+            # vanish; ∂T/∂q stays (zero unless T has a part without q̇).
+            qd = jnp.zeros_like(q)
+            return applied(t, q, qd, p, jax.grad(kinetic_energy, argnums=0)(q, qd, p))
 
         return cls(
             mass_matrix,
@@ -275,8 +294,16 @@ class Mechanism(eqx.Module):
             params,
             potential_energy=potential_energy,
             mass_product=mass_product,
+            rest_forces=rest_forces,
             **kwargs,
         )
+
+    def forces_at_rest(self, t, q, p: Params) -> jax.Array:
+        """Q(t, q, 0, p), the applied forces at rest (static analyses): `rest_forces` where
+        the mechanism has it, else `forces` at q̇ = 0."""
+        if self.rest_forces is not None:
+            return self.rest_forces(t, q, p)
+        return self.forces(t, q, jnp.zeros_like(q), p)
 
     def with_structure(self, q, t: float = 0.0) -> Mechanism:
         """Return a copy whose constraint structure is analysed at the concrete `q`."""
