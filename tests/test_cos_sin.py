@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxmbs.kinematics import constraint_jacobian, velocity_residual_and_gamma
+from jaxmbs.kinematics import constraint_jacobian, residuals_and_gamma
 from jaxmbs.model.joints import cos_sin
 from jaxmbs.models import fourbar
 
@@ -75,7 +75,7 @@ def test_vmapped_jacobian_and_gamma_evaluate_each_angle_once():
 
     def terms(q, qd):
         C = constraint_jacobian(mech, q, 0.0, mech.params)
-        return C, velocity_residual_and_gamma(mech, q, qd, 0.0, mech.params)[1]
+        return C, residuals_and_gamma(mech, q, qd, 0.0, mech.params)[2]
 
     B = 64
     text = (

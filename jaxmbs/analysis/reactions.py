@@ -265,7 +265,7 @@ def physical_reactions(
     q, qd = jnp.asarray(q), jnp.asarray(qd)
     mechanism = with_known_structure(mechanism, q, t)
     structure = mechanism.structure
-    M, Q, C, gamma = equation_terms(mechanism, None, NoStabilization(), q, qd, t, params)
+    M, Q, C, gamma, *_ = equation_terms(mechanism, None, NoStabilization(), q, qd, t, params)
     B = _distribution(distribution, t, q, params)
     if B.ndim != 2 or B.shape[1] != mechanism.n or B.shape[0] != structure.rank:
         raise ValueError(

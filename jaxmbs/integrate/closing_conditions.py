@@ -20,7 +20,7 @@ from ..formulations.closing import ClosingVariant, ResolvedVariant, resolve_vari
 from ..kinematics import algebra
 from ..kinematics.constraints import constraint_jacobian
 from ..kinematics.criteria import metric_rows, set_criterion, tangent_rows
-from .state_space import AbstractStateFunction
+from .state_space import AbstractStateFunction, read_off
 from .switching import (
     AbstractSwitchingStateSpace,
     Switching,
@@ -218,7 +218,7 @@ class ClosingConditions(AbstractSwitchingStateSpace):
 
         q, qd, qdd = _active(self.resolved, index, of)
         lam = multipliers_from_accelerations(mechanism, q, qd, qdd, t, params)
-        return q, qd, qdd, lam
+        return read_off(mechanism, q, qd, qdd, lam, t, params)
 
     def singular_conditions(self, mechanism):
         """The active variant's κ below `switching.singular_tol`."""

@@ -8,22 +8,31 @@ with Γ̄ the acceleration right-hand side as the stabilisation leaves it (Baumg
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from .._internal.checks import state_vector
 from .._internal.types import Array, Coordinates, Params, Velocities
 from ..formulations import AbstractFormulation, get_formulation
 from ..kinematics import algebra
-from ..kinematics.constraints import (
-    constraint_jacobian,
-    position_residual,
-    velocity_residual_and_gamma,
-)
+from ..kinematics.constraints import constraint_jacobian, residuals_and_gamma
 from ..kinematics.structure import with_known_structure
 from .stabilization import AbstractStabilization, NoStabilization
 
 if TYPE_CHECKING:
     from ..model import Mechanism
+
+
+class EquationTerms(NamedTuple):
+    """The terms of the equations of motion at one state, and the constraint residuals that
+    come with them: M, Q, C (in the form the formulation reads), Γ̄ as the stabilisation
+    leaves it, Φ(q, t) and c(t, q, q̇)."""
+
+    M: Array
+    Q: Array
+    C: Array
+    gamma: Array
+    phi: Array
+    c: Array
 
 
 def equation_terms(
@@ -34,21 +43,20 @@ def equation_terms(
     qd: Velocities,
     t,
     params: Params,
-):
+) -> EquationTerms:
     """M, Q, C and Γ̄ at one state, with C in the form the formulation reads
     (`AbstractFormulation.constraint_jacobian`; dense for `formulation=None`) and Γ̄ as the
-    stabilisation leaves it (`AbstractStabilization.stabilized_gamma`)."""
+    stabilisation leaves it (`AbstractStabilization.stabilized_gamma`); Φ and c come from
+    the jvp that gives Γ (`residuals_and_gamma`)."""
     M = algebra.mass_matrix(mechanism, q, params)
     Q = mechanism.forces(t, q, qd, params)
     if formulation is None:
         C = constraint_jacobian(mechanism, q, t, params)
     else:
         C = formulation.constraint_jacobian(mechanism, q, t, params)
-    c, gamma = velocity_residual_and_gamma(mechanism, q, qd, t, params)
-    gamma = stabilization.stabilized_gamma(
-        gamma, c, lambda: position_residual(mechanism, q, t, params)
-    )
-    return M, Q, C, gamma
+    phi, c, gamma = residuals_and_gamma(mechanism, q, qd, t, params)
+    gamma = stabilization.stabilized_gamma(gamma, c, phi)
+    return EquationTerms(M, Q, C, gamma, phi, c)
 
 
 def accelerations_and_multipliers(
@@ -72,7 +80,7 @@ def accelerations_and_multipliers(
     params = mechanism.params if params is None else params
     mechanism = with_known_structure(mechanism, q, t)
     formulation = get_formulation(method, mechanism)
-    M, Q, C, gamma = equation_terms(
+    M, Q, C, gamma, *_ = equation_terms(
         mechanism, formulation, stabilization or NoStabilization(), q, qd, t, params
     )
     if not multipliers:

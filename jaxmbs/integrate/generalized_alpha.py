@@ -531,7 +531,7 @@ class IndexThreeCoordinates(AbstractStateSpace):
     def initial_state(self, mechanism, q0, qd0, t0, params, consistency_tol):
         """q̈_0 from the formulation, λ_I0 = (C_I C_Iᵀ)⁻¹ C_I (Q − M q̈_0) (eq 1)."""
         structure = mechanism.structure
-        M, Q, C, gamma = equation_terms(
+        M, Q, C, gamma, *_ = equation_terms(
             mechanism, self.formulation, NoStabilization(), q0, qd0, t0, params
         )
         qdd0 = self.formulation.accelerations(M, Q, C, gamma, mechanism)

@@ -14,7 +14,7 @@ from .._internal.checks import is_concrete
 from .._internal.types import Array, Params
 from ..kinematics import algebra
 from ..kinematics.algebra import algebra_of
-from ..kinematics.constraints import position_residual, velocity_residual
+from ..kinematics.constraints import constraint_residuals
 
 if TYPE_CHECKING:
     from ..model import Mechanism
@@ -42,10 +42,14 @@ def check_inputs(mechanism: Mechanism, q0, qd0, t_span, saveat):
 
 
 def mass_matrix_checks(mechanism: Mechanism, q, params) -> tuple[Array, Array]:
-    """(symmetric, positive definite) for M(q): |M − Mᵀ| ≤ 1e-10 max |M|, and a Cholesky
-    factor with a finite, positive diagonal (`AbstractAlgebra.mass_pivots`: block by block
-    where the structure is banded)."""
-    M = algebra.mass_matrix(mechanism, q, params)
+    """(symmetric, positive definite) for M(q) (`matrix_checks`)."""
+    return matrix_checks(mechanism, algebra.mass_matrix(mechanism, q, params))
+
+
+def matrix_checks(mechanism: Mechanism, M: Array) -> tuple[Array, Array]:
+    """(symmetric, positive definite) for a mass matrix M: |M − Mᵀ| ≤ 1e-10 max |M|, and a
+    Cholesky factor with a finite, positive diagonal (`AbstractAlgebra.mass_pivots`: block
+    by block where the structure is banded)."""
     pivots = algebra_of(mechanism).mass_pivots(M)
     definite = jnp.all(jnp.isfinite(pivots)) & jnp.all(pivots > 0)
     scale = jnp.max(jnp.abs(M), initial=1.0)
@@ -55,8 +59,7 @@ def mass_matrix_checks(mechanism: Mechanism, q, params) -> tuple[Array, Array]:
 
 def initial_checks(mechanism: Mechanism, q0, qd0, t0, params, tol: float) -> dict:
     """Checks of the initial state: finite, positive definite M, and consistent."""
-    phi = position_residual(mechanism, q0, t0, params)
-    c = velocity_residual(mechanism, q0, qd0, t0, params)
+    phi, c = constraint_residuals(mechanism, q0, qd0, t0, params)
     symmetric, mass_ok = mass_matrix_checks(mechanism, q0, params)
     err_phi = jnp.max(jnp.abs(phi), initial=0.0)
     err_c = jnp.max(jnp.abs(c), initial=0.0)

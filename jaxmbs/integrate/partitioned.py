@@ -31,9 +31,8 @@ from .._internal.types import Array, Coordinates, Params
 from ..kinematics import algebra
 from ..kinematics.constraints import (
     constraint_jacobian,
-    position_residual,
+    residuals_and_gamma,
     velocity_residual,
-    velocity_residual_and_gamma,
 )
 from ..kinematics.criteria import (
     independent_jacobian,
@@ -43,7 +42,7 @@ from ..kinematics.criteria import (
     tangent_rows,
 )
 from .stabilization import AbstractStabilization
-from .state_space import AbstractStateFunction
+from .state_space import AbstractStateFunction, read_off
 from .switching import (
     AbstractSwitchingStateSpace,
     Switching,
@@ -90,10 +89,8 @@ def compact_equations(
     structure = mechanism.structure
     qd, Dt, lu = _velocities(mechanism, q, v, t, perm, params)
     dep = perm[structure.dof :]
-    c, gamma = velocity_residual_and_gamma(mechanism, q, qd, t, params)
-    gamma = stabilization.stabilized_gamma(
-        gamma, c, lambda: position_residual(mechanism, q, t, params)
-    )
+    phi, c, gamma = residuals_and_gamma(mechanism, q, qd, t, params)
+    gamma = stabilization.stabilized_gamma(gamma, c, phi)
     gamma = gamma[jnp.asarray(structure.independent_rows)]
     xi = jnp.zeros_like(q).at[dep].set(jsl.lu_solve(lu, gamma))  # [0; ξ], eq 10
     M = algebra.mass_matrix(mechanism, q, params)
@@ -269,7 +266,7 @@ class PartitionedCoordinates(AbstractSwitchingStateSpace):
         perm = _as_perm(jnp.where(jnp.isfinite(perm_f), perm_f, -1.0))
         qd, _, qdd = compact_equations(mechanism, stabilization, t, q, v, perm, params)
         lam = multipliers_from_accelerations(mechanism, q, qd, qdd, t, params)
-        return q, qd, qdd, lam
+        return read_off(mechanism, q, qd, qdd, lam, t, params)
 
     def singular_conditions(self, mechanism):
         """The current partition's κ below `switching.singular_tol`."""

@@ -43,7 +43,6 @@ from .._internal.compile import quick_jit
 from .._internal.types import Array, ArrayLike, Params, PyTree
 from ..formulations import AbstractFormulation, get_formulation
 from ..formulations.closing import ClosingVariant
-from ..kinematics.constraints import position_residual, velocity_residual
 from ..kinematics.structure import with_known_structure
 from .adjoint import DiscreteAdjoint, Integration, adjoint_solve
 from .closing_conditions import ClosingConditions
@@ -53,7 +52,7 @@ from .inputs import (
     check_options,
     check_tolerances,
     initial_checks,
-    mass_matrix_checks,
+    matrix_checks,
     merge_params,
     raise_if_invalid,
 )
@@ -377,13 +376,6 @@ def _along_first_axis(mask: Array, x: Array) -> Array:
     return mask.reshape(mask.shape + (1,) * (x.ndim - 1))
 
 
-def _mass_matrix_valid(mechanism, space: AbstractStateSpace, y, t, params) -> Array:
-    """Whether M(q) is symmetric positive definite at the state y (`mass_matrix_checks`); a
-    decision, not differentiated."""
-    q = space.physical_state(mechanism, y, t, params)[0]
-    return jnp.all(jnp.stack(mass_matrix_checks(mechanism, q, jax.lax.stop_gradient(params))))
-
-
 def _held_past(past: Array, saved: PyTree, final: PyTree) -> PyTree:
     """The saved times and states with those past the run's end replaced by the final ones:
     the outputs there are NaN anyway (`_nan_past`), and evaluated at the solver's fill
@@ -635,25 +627,29 @@ def _classify(out: diffrax.Solution, problem: tuple, ok: Array, n_internal: int)
 def _outputs(
     mechanism, space: AbstractStateSpace, stabilization, params, ts, ys, interpolated: bool
 ) -> tuple:
-    """At the saved (t, y): q, q̇, q̈, λ, max |Φ|, max |c| and the energy (None without a
-    potential energy). `interpolated`: whether the states are the solver's dense output
-    between steps (projected again by the stabilisation) or steps' end states."""
+    """At the saved (t, y): q, q̇, q̈, λ, max |Φ|, max |c|, the energy (None without a
+    potential energy) and whether M(q) is symmetric positive definite (`matrix_checks`; a
+    decision, not differentiated), all from one evaluation of the state space's `Outputs`.
+    `interpolated`: whether the states are the solver's dense output between steps
+    (projected again by the stabilisation) or steps' end states."""
 
     def outputs(t, y):
-        q, qd, qdd, lam = space.outputs(
-            mechanism, stabilization, y, t, params, interpolated=interpolated
+        out = space.outputs(mechanism, stabilization, y, t, params, interpolated=interpolated)
+        energy = (
+            mechanism.energy(out.q, out.qd, params, out.mass_matrix)
+            if mechanism.potential_energy is not None
+            else None
         )
-        phi = position_residual(mechanism, q, t, params)
-        c = velocity_residual(mechanism, q, qd, t, params)
-        energy = mechanism.energy(q, qd, params) if mechanism.potential_energy is not None else None
+        screen = matrix_checks(mechanism, jax.lax.stop_gradient(out.mass_matrix))
         return (
-            q,
-            qd,
-            qdd,
-            lam,
-            jnp.max(jnp.abs(phi), initial=0.0),
-            jnp.max(jnp.abs(c), initial=0.0),
+            out.q,
+            out.qd,
+            out.qdd,
+            out.multipliers,
+            jnp.max(jnp.abs(out.phi), initial=0.0),
+            jnp.max(jnp.abs(out.c), initial=0.0),
             energy,
+            jnp.all(jnp.stack(screen)),
         )
 
     return _map_saved(outputs, ts, ys)
@@ -706,14 +702,8 @@ def _solve(
     # Without output times the one output is where the run ended: a step's end (already
     # projected), unless an event's root finder located the end inside a step.
     interpolated = saveat is not None or _root_located(options.event)
-    q, qd, qdd, lam, res_phi, res_c, energy = _outputs(
+    q, qd, qdd, lam, res_phi, res_c, energy, mass_ok = _outputs(
         mechanism, space, options.stabilization, params, *held, interpolated
-    )
-    # A vmap, not `_map_saved`: the screen's small factorisations vectorise (no LAPACK call
-    # under vmap, `jaxmbs._internal.linalg`), and as a loop it cost a reverse gradient of
-    # the four-bar 40 % of its run.
-    mass_ok = jax.vmap(lambda t, y: _mass_matrix_valid(mechanism, space, y, t, params))(
-        *jax.lax.stop_gradient(held)
     )
     # M(q) screened at the outputs (and where the run ended): the first invalid one ends the
     # run there, named.

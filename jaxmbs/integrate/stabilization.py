@@ -134,11 +134,9 @@ class AbstractStabilization(eqx.Module):
 
     name: ClassVar[str]
 
-    def stabilized_gamma(
-        self, gamma: Array, c: Array, position_residual: Callable[[], Array]
-    ) -> Array:
-        """Γ̄ used in C q̈ = Γ̄ from Γ, the velocity residual c and (called only where needed)
-        the position residual Φ (default: Γ unchanged)."""
+    def stabilized_gamma(self, gamma: Array, c: Array, phi: Array) -> Array:
+        """Γ̄ used in C q̈ = Γ̄ from Γ, the velocity residual c and the position residual Φ
+        (default: Γ unchanged)."""
         return gamma
 
     def end_of_step(self, project: Callable) -> Callable | None:
@@ -185,8 +183,7 @@ class Baumgarte(AbstractStabilization):
     alpha: float = 10.0
     beta: float = 10.0
 
-    def stabilized_gamma(self, gamma, c, position_residual):
-        phi = position_residual()
+    def stabilized_gamma(self, gamma, c, phi):
         phi_padded = jnp.concatenate([phi, jnp.zeros(c.shape[0] - phi.shape[0], c.dtype)])
         return gamma - 2.0 * self.alpha * c - self.beta**2 * phi_padded
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import diffrax
 import equinox as eqx
@@ -30,14 +30,41 @@ import optimistix as optx
 
 from .._internal.types import Array, Coordinates, Params, PyTree, Velocities
 from ..formulations import AbstractFormulation, get_formulation
-from ..kinematics.constraints import constraint_jacobian
+from ..kinematics import algebra
+from ..kinematics.constraints import constraint_jacobian, constraint_residuals
 from ..kinematics.structure import Structure
-from .dynamics import accelerations_and_multipliers, equation_terms
+from .dynamics import equation_terms
 from .solvers import ProjectedSolver
 from .stabilization import AbstractStabilization
 
 if TYPE_CHECKING:
     from ..model import Mechanism
+
+
+class Outputs(NamedTuple):
+    """What `jaxmbs.simulate` reports at one output time: q, q̇, q̈, the minimum-norm λ, and
+    M(q), Φ(q, t), c(t, q, q̇) at that state (for the energy, the mass-matrix screen and the
+    residuals), taken from the terms that gave q̈ where the state space has them."""
+
+    q: Coordinates
+    qd: Velocities
+    qdd: Array
+    multipliers: Array
+    mass_matrix: Array
+    phi: Array
+    c: Array
+
+
+def read_off(mechanism: Mechanism, q, qd, qdd, lam, t, params: Params) -> Outputs:
+    """`Outputs` of a state whose q̈ and λ came without M, Φ and c: those evaluated."""
+    return Outputs(
+        q,
+        qd,
+        qdd,
+        lam,
+        algebra.mass_matrix(mechanism, q, params),
+        *constraint_residuals(mechanism, q, qd, t, params),
+    )
 
 
 class AbstractStateSpace(eqx.Module):
@@ -99,9 +126,10 @@ class AbstractStateSpace(eqx.Module):
         params: Params,
         *,
         interpolated: bool = True,
-    ) -> tuple[Coordinates, Velocities, Array, Array]:
-        """(q, q̇, q̈, λ) at an output time, with λ the minimum-norm multipliers of all rows.
-        An `interpolated` state (dense output between steps) is projected by the
+    ) -> Outputs:
+        """The physical state (q, q̇, q̈, λ) at an output time, with λ the minimum-norm
+        multipliers of all rows, and what the Solution reads off it (`Outputs`). An
+        `interpolated` state (dense output between steps) is projected by the
         stabilisation; a step's end state (`interpolated=False`) already is."""
 
     def singular_conditions(self, mechanism: Mechanism) -> tuple[Callable[..., Array], ...]:
@@ -165,7 +193,7 @@ class _VectorField(AbstractStateFunction):
 
     def evaluate(self, y, t, params, valid):
         q, qd = split_state(y, self.structure.n)
-        M, Q, C, gamma = equation_terms(
+        M, Q, C, gamma, *_ = equation_terms(
             self.mechanism, self.formulation, self.stabilization, q, qd, t, params
         )
         qdd = self.formulation.accelerations(M, Q, C, gamma, self.mechanism)
@@ -219,20 +247,13 @@ class AllCoordinates(AbstractStateSpace):
         return split_state(y, structure.n)
 
     def outputs(self, mechanism, stabilization, y, t, params, *, interpolated=True):
-        structure = mechanism.structure
-        q, qd = split_state(y, structure.n)
+        """q̈ and λ from the formulation, with M, Φ and c from the same terms."""
+        q, qd = split_state(y, mechanism.structure.n)
         if interpolated:
             q, qd = stabilization.project(mechanism, q, qd, t, params)
-        qdd, lam = accelerations_and_multipliers(
-            mechanism,
-            q,
-            qd,
-            t,
-            params,
-            method=self.formulation,
-            stabilization=stabilization,
-        )
-        return q, qd, qdd, lam
+        terms = equation_terms(mechanism, self.formulation, stabilization, q, qd, t, params)
+        qdd, lam = self.formulation.multipliers(terms.M, terms.Q, terms.C, terms.gamma, mechanism)
+        return Outputs(q, qd, qdd, lam, terms.M, terms.phi, terms.c)
 
     def singular_conditions(self, mechanism):
         """The formulation's fixed pivot block (`AbstractFormulation.pivot_condition`):

@@ -7,10 +7,11 @@ from .assembly import consistent_state as consistent_state
 from .compressed import CompressedJacobian as CompressedJacobian
 from .constraints import acceleration_rhs as acceleration_rhs
 from .constraints import constraint_jacobian as constraint_jacobian
+from .constraints import constraint_residuals as constraint_residuals
 from .constraints import position_residual as position_residual
+from .constraints import residuals_and_gamma as residuals_and_gamma
 from .constraints import stored_constraint_jacobian as stored_constraint_jacobian
 from .constraints import velocity_residual as velocity_residual
-from .constraints import velocity_residual_and_gamma as velocity_residual_and_gamma
 from .criteria import independent_coordinates as independent_coordinates
 from .criteria import partition_criterion as partition_criterion
 from .criteria import projective_criterion as projective_criterion

@@ -56,21 +56,42 @@ def velocity_residual(
     mechanism: Model, q: Coordinates, qd: Velocities, t=0.0, params: Params | None = None
 ) -> ConstraintVector:
     """Stacked velocity-level constraints c = [Φ_q q̇ + Φ_t ; ψ], shape (m + h,)."""
-    params = _params(mechanism, q, params)
+    return constraint_residuals(mechanism, q, qd, t, _params(mechanism, q, params))[1]
+
+
+def constraint_residuals(
+    mechanism: Model, q: Coordinates, qd: Velocities, t, params: Params
+) -> tuple[Array, ConstraintVector]:
+    """(Φ, c) at one state, from one jvp: Φ is the primal output of the jvp that gives
+    Φ_q q̇ + Φ_t."""
+    phi = jnp.zeros((0,), dtype=q.dtype)
     parts = []
     if mechanism.constraints is not None:
         t = jnp.asarray(t, dtype=q.dtype)
-        _, phi_dot = jax.jvp(
-            lambda t_, q_: mechanism.constraints(t_, q_, params),
+        phi, phi_dot = jax.jvp(
+            lambda t_, q_: jnp.asarray(mechanism.constraints(t_, q_, params)),
             (t, q),
             (jnp.ones_like(t), qd),
         )
         parts.append(phi_dot)
     if mechanism.velocity_constraints is not None:
         parts.append(jnp.asarray(mechanism.velocity_constraints(t, q, qd, params)))
-    if not parts:
-        return jnp.zeros((0,), dtype=q.dtype)
-    return jnp.concatenate(parts)
+    c = jnp.concatenate(parts) if parts else jnp.zeros((0,), dtype=q.dtype)
+    return phi, c
+
+
+def residuals_and_gamma(
+    mechanism: Model, q: Coordinates, qd: Velocities, t, params: Params
+) -> tuple[Array, ConstraintVector, ConstraintVector]:
+    """Φ, c and Γ in C q̈ = Γ together: Γ is minus the time derivative of c along the motion
+    at frozen q̇ (one jvp, whose primal outputs are Φ and c themselves)."""
+    t = jnp.asarray(t, dtype=q.dtype)
+    (phi, c), (_, c_dot) = jax.jvp(
+        lambda t_, q_: constraint_residuals(mechanism, q_, qd, t_, params),
+        (t, q),
+        (jnp.ones_like(t), qd),
+    )
+    return phi, c, -c_dot
 
 
 def constraint_jacobian(
@@ -98,23 +119,9 @@ def stored_constraint_jacobian(
     )
 
 
-def velocity_residual_and_gamma(
-    mechanism: Model, q: Coordinates, qd: Velocities, t, params: Params
-) -> tuple[ConstraintVector, ConstraintVector]:
-    """c and Γ in C q̈ = Γ together: Γ is minus the time derivative of c along the motion at
-    frozen q̇ (one jvp, whose primal output is c itself)."""
-    t = jnp.asarray(t, dtype=q.dtype)
-    c, c_dot = jax.jvp(
-        lambda t_, q_: velocity_residual(mechanism, q_, qd, t_, params),
-        (t, q),
-        (jnp.ones_like(t), qd),
-    )
-    return c, -c_dot
-
-
 def acceleration_rhs(
     mechanism: Model, q: Coordinates, qd: Velocities, t=0.0, params: Params | None = None
 ) -> ConstraintVector:
     """Γ in C q̈ = Γ (Pękal–Frączek 2016, eq 2.4)."""
     params = _params(mechanism, q, params)
-    return velocity_residual_and_gamma(mechanism, q, qd, t, params)[1]
+    return residuals_and_gamma(mechanism, q, qd, t, params)[2]

@@ -329,16 +329,18 @@ class Mechanism(eqx.Module):
         object.__setattr__(new, "params", params)
         return new
 
-    def energy(self, q, qd, params=None) -> jax.Array:
-        """Total mechanical energy ½ q̇ᵀ M q̇ + V(q) (needs `potential_energy`)."""
+    def energy(self, q, qd, params=None, mass_matrix=None) -> jax.Array:
+        """Total mechanical energy ½ q̇ᵀ M q̇ + V(q) (needs `potential_energy`); `mass_matrix`:
+        M(q) where the caller has it already."""
         if self.potential_energy is None:
             raise ValueError("energy needs the mechanism's potential_energy")
         p = self.params if params is None else params
-        momentum = (
-            self.mass_matrix(q, p) @ qd
-            if self.mass_product is None
-            else self.mass_product(q, qd, p)
-        )
+        if mass_matrix is not None:
+            momentum = mass_matrix @ qd
+        elif self.mass_product is None:
+            momentum = self.mass_matrix(q, p) @ qd
+        else:
+            momentum = self.mass_product(q, qd, p)
         return 0.5 * qd @ momentum + self.potential_energy(q, p)
 
     def group_rows(self, name: str) -> tuple[int, ...]:
