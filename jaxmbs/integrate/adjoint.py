@@ -24,7 +24,7 @@ reverse over the recorded steps applies the vjp of one step function, so the int
 loop is never linearised or transposed: the program holds the step, its vjp and the
 interpolation's vjp once each. An implicit method's stage solve is differentiated by the
 implicit function theorem (optimistix), the projection by its own derivative rule
-(`jaxmbs.integrate.stabilization.project_state`).
+(`jaxmbs.integrate.stabilization.projection`).
 
 **What the backward pass needs and keeps.** The forward pass is the adaptive solve, which
 also records its accepted step times (`SubSaveAt(steps=True)`: 8 bytes per step of

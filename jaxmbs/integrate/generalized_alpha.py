@@ -167,7 +167,7 @@ from ..kinematics.structure import iteration_pattern
 from .dynamics import equation_terms
 from .solvers import ProjectedSolver
 from .stabilization import AbstractStabilization, NoStabilization
-from .state_space import AbstractStateFunction, AbstractStateSpace, AllCoordinates
+from .state_space import AbstractStateFunction, AbstractStateSpace, AllCoordinates, read_off
 from .steppers import AbstractStepper
 
 if TYPE_CHECKING:
@@ -512,8 +512,7 @@ class _Projector(AbstractStateFunction):
     def evaluate(self, y, t, params, valid):
         n = self.structure.n
         q, qd, _, _ = _split(y, n)
-        q, qd = self.stabilization.project(self.mechanism, q, qd, t, params)
-        holds = self.stabilization.holds(self.mechanism, q, t, params)
+        q, qd, holds = self.stabilization.project_checked(self.mechanism, q, qd, t, params)
         projected = jnp.concatenate([q, qd, y[2 * n :]])
         return jnp.where(valid, projected, y), holds | ~valid
 
@@ -562,6 +561,7 @@ class IndexThreeCoordinates(AbstractStateSpace):
         if interpolated:
             q, qd = stabilization.project(mechanism, q, qd, t, params)
         if structure.n_constraints == 0:
-            return q, qd, qdd, jnp.zeros((0,), q.dtype)
+            return read_off(mechanism, q, qd, qdd, jnp.zeros((0,), q.dtype), t, params)
         C = constraint_jacobian(mechanism, q, t, params)
-        return q, qd, qdd, structure.expand_multipliers(C, lam)
+        lam = structure.expand_multipliers(C, lam)
+        return read_off(mechanism, q, qd, qdd, lam, t, params)

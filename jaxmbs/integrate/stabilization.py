@@ -32,6 +32,7 @@ import jax.numpy as jnp
 from .._internal.types import Array, Coordinates, Params, Velocities
 from ..kinematics import algebra
 from ..kinematics.constraints import (
+    constraint_residuals,
     position_residual,
     stored_constraint_jacobian,
     velocity_residual,
@@ -164,6 +165,14 @@ class AbstractStabilization(eqx.Module):
         tolerance; where it does not, the step is rejected (default: True)."""
         return jnp.ones((), bool)
 
+    def project_checked(
+        self, mechanism: Mechanism, q: Coordinates, qd: Velocities, t, params: Params
+    ) -> tuple[Coordinates, Velocities, Array]:
+        """`project` and `holds` of the projected state together, as a step's end needs
+        them (default: one after the other)."""
+        q, qd = self.project(mechanism, q, qd, t, params)
+        return q, qd, self.holds(mechanism, q, t, params)
+
     def lapack_free(self, mechanism: Mechanism) -> bool:
         """Whether the stabilisation calls no LAPACK routine for this structure (see
         `jaxmbs.lapack_free`; default: it calls none)."""
@@ -217,11 +226,20 @@ class Projection(AbstractStabilization):
         """max |Φ_R(q)| ≤ `tolerance`, or ≤ √ε · max(1, |q|) without one (R: the independent
         holonomic rows): after a step whose drift the iterations can remove, the drift left
         is round-off, many orders below."""
+        return self._within(mechanism, position_residual(mechanism, q, t, params), q)
+
+    def project_checked(self, mechanism, q, qd, t, params):
+        """The projection and `holds` with Φ(q⁺) from the velocity projection's jvp (the
+        primal output of the jvp that gives c)."""
+        q, qd, phi = projection(mechanism, (q, qd), t, params, self.iterations, self.tolerance)
+        return q, qd, self._within(mechanism, phi, q)
+
+    def _within(self, mechanism, phi, q):
+        """`holds` for the position residual Φ(q)."""
         structure = mechanism.structure
         if structure.rank_holonomic == 0:
             return jnp.ones((), bool)
-        rows = jnp.asarray(structure.independent_holonomic_rows)
-        drift = jnp.max(jnp.abs(position_residual(mechanism, q, t, params)[rows]))
+        drift = jnp.max(jnp.abs(phi[jnp.asarray(structure.independent_holonomic_rows)]))
         if self.tolerance is not None:
             return drift <= self.tolerance
         eps = jnp.finfo(q.dtype).eps
@@ -250,7 +268,14 @@ def get_stabilization(stabilization: str | AbstractStabilization) -> AbstractSta
 
 
 def project_state(mechanism, y, t, params, iterations: int = 2, tolerance=None):
-    """Project a state (q, q̇) after a step onto the position and velocity manifolds.
+    """Project a state (q, q̇) after a step onto the position and velocity manifolds
+    (`projection`'s (q⁺, q̇⁺))."""
+    return projection(mechanism, y, t, params, iterations, tolerance)[:2]
+
+
+def projection(mechanism, y, t, params, iterations: int = 2, tolerance=None):
+    """(q⁺, q̇⁺, Φ(q⁺)): a state (q, q̇) projected after a step onto the position and velocity
+    manifolds, and the position residual left (its derivative is not defined: zero).
 
     Chord Newton: Φ_q and M are factorised once at the step's end state. Without Pfaffian
     rows the same factors then serve the velocity projection, after which |c(q, q̇)| is
@@ -271,17 +296,18 @@ def project_state(mechanism, y, t, params, iterations: int = 2, tolerance=None):
     """
     structure = mechanism.structure
     if structure.rank == 0:
-        return y
+        return (*y, position_residual(mechanism, y[0], t, params))
 
     @jax.custom_jvp
     def project(t, q, qd, params):
-        return _project_state(mechanism, q, qd, t, params, iterations, tolerance)[:2]
+        q1, qd1, phi1, *_ = _project_state(mechanism, q, qd, t, params, iterations, tolerance)
+        return q1, qd1, phi1
 
     @project.defjvp
     def project_jvp(primals, tangents):
         t, q, qd, params = primals
         dt, dq, dqd, dparams = tangents
-        q1, qd1, correct_q, correct_v, projected = _project_state(
+        q1, qd1, phi1, correct_q, correct_v, projected = _project_state(
             mechanism, q, qd, t, params, iterations, tolerance
         )
         if structure.rank_holonomic:
@@ -296,7 +322,7 @@ def project_state(mechanism, y, t, params, iterations: int = 2, tolerance=None):
             (t, q1, qd, params),
             (dt, dq, dqd, dparams),
         )
-        return (q1, qd1), (dq, dqd + correct_v(dc))
+        return (q1, qd1, phi1), (dq, dqd + correct_v(dc), jnp.zeros_like(phi1))
 
     q, qd = y
     t = jnp.asarray(t, dtype=q.dtype)
@@ -304,24 +330,19 @@ def project_state(mechanism, y, t, params, iterations: int = 2, tolerance=None):
 
 
 def _project_state(mechanism, q, qd, t, params, iterations, tolerance):
-    """`project_state`'s iterations: (q⁺, q̇⁺), the correctors used for positions and for
-    velocities, and whether the positions were projected (False where a `tolerance` skipped
-    them)."""
+    """`projection`'s iterations: (q⁺, q̇⁺), Φ(q⁺) (the primal output of the jvp that gives
+    the velocity residual), the correctors used for positions and for velocities, and
+    whether the positions were projected (False where a `tolerance` skipped them)."""
     structure = mechanism.structure
     rows = structure.independent_holonomic_rows
     if structure.rank_holonomic == 0:
         correct_v = _corrector(mechanism, structure.independent_rows, q, t, params)
-        return (
-            q,
-            qd + correct_v(velocity_residual(mechanism, q, qd, t, params)),
-            None,
-            correct_v,
-            False,
-        )
+        phi, c = constraint_residuals(mechanism, q, qd, t, params)
+        return q, qd + correct_v(c), phi, None, correct_v, False
     correct_q = _corrector(mechanism, rows, q, t, params)
     q, projected = _newton(mechanism, q, t, params, iterations, tolerance, correct_q)
     correct_v = correct_q
     if rows != structure.independent_rows:
         correct_v = _corrector(mechanism, structure.independent_rows, q, t, params)
-    qd = qd + correct_v(velocity_residual(mechanism, q, qd, t, params))
-    return q, qd, correct_q, correct_v, projected
+    phi, c = constraint_residuals(mechanism, q, qd, t, params)
+    return q, qd + correct_v(c), phi, correct_q, correct_v, projected

@@ -202,15 +202,14 @@ class _VectorField(AbstractStateFunction):
 
 
 class _Projector(AbstractStateFunction):
-    """y = [q; q̇] ↦ the stabilisation's projection of (q, q̇) (`AbstractStabilization.project`)
-    and whether it holds (`AbstractStabilization.holds`; a frozen sample always does)."""
+    """y = [q; q̇] ↦ the stabilisation's projection of (q, q̇) and whether it holds
+    (`AbstractStabilization.project_checked`; a frozen sample always does)."""
 
     stabilization: AbstractStabilization
 
     def evaluate(self, y, t, params, valid):
         q, qd = split_state(y, self.structure.n)
-        q, qd = self.stabilization.project(self.mechanism, q, qd, t, params)
-        holds = self.stabilization.holds(self.mechanism, q, t, params)
+        q, qd, holds = self.stabilization.project_checked(self.mechanism, q, qd, t, params)
         return jnp.where(valid, jnp.concatenate([q, qd]), y), holds | ~valid
 
 
