@@ -52,6 +52,12 @@ def test_jacobian_and_gamma_by_finite_differences():
     c_dot = (c_along(h) - c_along(-h)) / (2 * h)
     gamma = jaxmbs.acceleration_rhs(mech, q, qd, t, p)
     assert_close(C @ a - gamma, c_dot, 0, 1e-7, "Γ")
+    # Φ and c as the primal outputs of the jvps that give Γ: the same values.
+    phi_, c_, gamma_ = jaxmbs.kinematics.residuals_and_gamma(mech, q, qd, t, p)
+    assert float(jnp.max(jnp.abs(jaxmbs.position_residual(mech, q, t, p)))) > 0.1  # off Φ = 0
+    assert_close(phi_, jaxmbs.position_residual(mech, q, t, p), 0, 1e-14, "Φ from the jvp")
+    assert_close(c_, jaxmbs.velocity_residual(mech, q, qd, t, p), 0, 1e-14, "c from the jvp")
+    assert_close(gamma_, gamma, 0, 1e-14, "Γ")
 
 
 def sleigh():

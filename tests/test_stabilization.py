@@ -178,3 +178,22 @@ def test_step_projection_derivative(model):
     pairs = zip(jax.tree.leaves(cotangent), jax.tree.leaves(v), strict=True)
     dot = sum(jnp.vdot(a, b) for a, b in pairs)
     assert float(jnp.abs(dot - jnp.vdot(w, tangent))) < 1e-12 * float(jnp.abs(dot))
+
+
+def test_holds_at_a_step_end_reads_the_residual_left_by_the_projection():
+    """`Projection.project_checked` decides `holds` on Φ(q⁺) from the velocity projection's
+    jvp: the same (q⁺, q̇⁺) as `project` and the same decision as `holds` at q⁺, both where
+    the iterations remove the drift (holds) and where none run (it does not)."""
+    mech = fourbar.fourbar()
+    q0, qd0 = fourbar.initial_state(mech)
+    q = q0 + 1e-3 * jnp.asarray(np.random.default_rng(3).normal(size=q0.shape))
+    drift = float(jnp.max(jnp.abs(jaxmbs.position_residual(mech, q, 0.2, mech.params))))
+    assert drift > 1e-4
+    for iterations, expected in ((2, True), (0, False)):
+        stab = jaxmbs.Projection(iterations=iterations)
+        q1, qd1, holds = stab.project_checked(mech, q, qd0, 0.2, mech.params)
+        q2, qd2 = stab.project(mech, q, qd0, 0.2, mech.params)
+        np.testing.assert_allclose(q1, q2, rtol=0, atol=1e-15)
+        np.testing.assert_allclose(qd1, qd2, rtol=0, atol=1e-15)
+        assert bool(holds) is expected
+        assert bool(stab.holds(mech, q1, 0.2, mech.params)) is expected
