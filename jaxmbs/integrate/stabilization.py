@@ -275,7 +275,8 @@ def project_state(mechanism, y, t, params, iterations: int = 2, tolerance=None):
 
 def projection(mechanism, y, t, params, iterations: int = 2, tolerance=None):
     """(q⁺, q̇⁺, Φ(q⁺)): a state (q, q̇) projected after a step onto the position and velocity
-    manifolds, and the position residual left (its derivative is not defined: zero).
+    manifolds, and the position residual left there (for `holds`, a decision: it carries a
+    zero tangent).
 
     Chord Newton: Φ_q and M are factorised once at the step's end state. Without Pfaffian
     rows the same factors then serve the velocity projection, after which |c(q, q̇)| is

@@ -83,8 +83,9 @@ def constraint_residuals(
 def residuals_and_gamma(
     mechanism: Model, q: Coordinates, qd: Velocities, t, params: Params
 ) -> tuple[Array, ConstraintVector, ConstraintVector]:
-    """Φ, c and Γ in C q̈ = Γ together: Γ is minus the time derivative of c along the motion
-    at frozen q̇ (one jvp, whose primal outputs are Φ and c themselves)."""
+    """Φ, c and Γ in C q̈ = Γ (Pękal–Frączek 2016, eq 2.4) together: Γ is minus the time
+    derivative of c along the motion at frozen q̇ (one jvp, whose primal outputs are Φ and c
+    themselves)."""
     t = jnp.asarray(t, dtype=q.dtype)
     (phi, c), (_, c_dot) = jax.jvp(
         lambda t_, q_: constraint_residuals(mechanism, q_, qd, t_, params),
