@@ -573,3 +573,97 @@ def test_generalized_force_in_one_pass_is_the_spring_gradient_plus_the_rest():
     spring = elements[2]
     Q = spring.generalized_force(kit, t, q, jnp.zeros_like(qd), {})
     assert float(spring.potential(kit, q + 1e-4 * Q, {})) < float(spring.potential(kit, q, {}))
+
+
+class _Tether(forces.AbstractForceElement):
+    """A user's element with the default carrier (g = q, c = its generalized force): a
+    hardening tether from the origin to body 0's centre, V = ¼ k (|r₀| − ½)⁴, and a damper
+    c on d|r₀|/dt."""
+
+    name = "tether"
+    bodies = (0,)
+
+    def check(self, params, dimension, n):
+        pass
+
+    def _x(self, kit, q):
+        return jnp.linalg.norm(kit.point(q, 0, jnp.zeros(3)))
+
+    def force(self, kit, t, q, qd, p):
+        return 30.0 * (self._x(kit, q) - 0.5) ** 3
+
+    def potential(self, kit, q, p):
+        return 7.5 * (self._x(kit, q) - 0.5) ** 4
+
+    def nonconservative_force(self, kit, t, q, qd, p):
+        xdot, pullback = jax.vjp(
+            lambda qd_: jax.jvp(lambda q_: self._x(kit, q_), (q,), (qd_,))[1], qd
+        )
+        return -pullback(0.8 * xdot)[0]
+
+    def power(self, kit, t, q, qd, p):
+        return -0.8 * jax.jvp(lambda q_: self._x(kit, q_), (q,), (qd,))[1] ** 2
+
+
+def test_the_set_pulls_every_carrier_back_at_once_as_each_element_alone():
+    """`ElementSet.generalized_force` (every element's carrier g(q) linearised at once over
+    frames evaluated once, Q = Σ (∂g/∂q)ᵀ c) against the sum of each element's own
+    `generalized_force`, at a random state of an Euler-parameter and a ZXZ body: point
+    forces and body torques in the global and the body frame (carriers: the point, the
+    rotation matrix), a spring-damper, a torsional spring on the ground, and a user's
+    element on the default carrier (g = q). Agreement to 1e-13 of the force's scale (the
+    torques' cotangent (∂ω/∂Ȧ)ᵀ τ of the wrong sign: 11 of 106). In the plane the same
+    for a point force and a torque (a 2 × 2 carrier, scalar ω). A kit bound to q
+    (`BodyKinematics.at`) evaluates anew at another q."""
+    rng = np.random.default_rng(5)
+    elements = [
+        forces.PointForce("push", 0, load=lambda t, q, qd, p: jnp.array([1.0, -2.0, 0.5]) * t,
+                          point=(0.1, 0.2, -0.1)),
+        forces.PointForce("thrust", 1, load=(0.0, 3.0, 1.0), point=(0.0, 0.0, 0.3), local=True),
+        forces.BodyTorque("twist", 0, load=lambda t, q, qd, p: jnp.array([0.4, 0.1, -0.7]) + qd[3]),
+        forces.BodyTorque("spin", 1, load=(0.2, -0.5, 0.9), local=True),
+        forces.SpringDamper("strut", stiffness=40.0, damping=3.0, free_length=0.4, body_i=0,
+                            point_i=(0.1, 0.0, 0.2), body_j=1, point_j=(0.0, -0.1, 0.0)),
+        forces.RotationalSpringDamper("hinge", stiffness=6.0, damping=0.4, free_angle=0.3,
+                                      body_i=None, body_j=1, axis_i=(0.0, 0.6, 0.8)),
+        _Tether(),
+    ]  # fmt: skip
+    bodies = [
+        spatial.Body("a", 1.0, (0.1, 0.2, 0.3)),
+        spatial.Body("b", 2.0, (0.3, 0.2, 0.1), orientation="zxz"),
+    ]
+    mech = spatial.spatial_mechanism(bodies, [], elements=elements)
+    kit = mech.elements.kit
+    q = rng.normal(size=13)
+    q[3:7] /= np.linalg.norm(q[3:7])
+    q[11] = 1.0  # θ away from the gimbal lock
+    q, qd, t = jnp.asarray(q), jnp.asarray(rng.normal(size=13)), 0.7
+    each = [np.asarray(e.generalized_force(kit, t, q, qd, {})) for e in elements]
+    for e, Q in zip(elements, each, strict=True):
+        assert np.max(np.abs(Q)) > 1e-2, e.name  # every element acts at this state
+    total = sum(each)
+    at_once = np.asarray(jax.jit(mech.elements.generalized_force)(t, q, qd, {}))
+    scale = np.max(np.abs(total))
+    assert np.max(np.abs(at_once - total)) <= 1e-13 * scale
+    # a kit bound to q reads its frames at q only
+    other = q + 0.1
+    bound = kit.at(q)
+    for body in (0, 1):
+        np.testing.assert_allclose(
+            bound.point(q, body, jnp.ones(3)), kit.point(q, body, jnp.ones(3)), rtol=0, atol=1e-15
+        )
+        np.testing.assert_allclose(
+            bound.rotation(other, body), kit.rotation(other, body), rtol=0, atol=1e-15
+        )
+    assert np.max(np.abs(kit.rotation(other, 1) - kit.rotation(q, 1))) > 1e-2
+    # in the plane: a point force in the body frame and a torque (ω = W₂₁ of a 2 × 2 A)
+    loads = [
+        forces.PointForce("lever", 0, load=(2.0, -1.0), point=(0.3, 0.1), local=True),
+        forces.BodyTorque("motor", 0, load=lambda t, q, qd, p: 1.5 - 0.2 * qd[2]),
+    ]
+    plane = planar.planar_mechanism([planar.Body("bar", 1.0, 0.1)], [], elements=loads)
+    q, qd = jnp.array([0.2, -0.1, 0.8]), jnp.array([0.3, 0.5, -1.2])
+    total = sum(np.asarray(e.generalized_force(plane.elements.kit, t, q, qd, {})) for e in loads)
+    at_once = np.asarray(plane.elements.generalized_force(t, q, qd, {}))
+    assert abs(total[2]) > 1.0
+    np.testing.assert_allclose(at_once, total, rtol=0, atol=1e-13 * np.max(np.abs(total)))

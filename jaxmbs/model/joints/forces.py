@@ -71,6 +71,15 @@ class BodyKinematics(NamedTuple):
     point: Callable[..., Array]
     relative_angle: Callable[..., Array]
     rotation: Callable[..., Array]
+    #: q -> the kit bound to that configuration (`at`); None where binding saves nothing.
+    bind: Callable[[Array], BodyKinematics] | None = None
+
+    def at(self, q) -> BodyKinematics:
+        """The kit bound to the configuration q: called with that same q (the same array or
+        tracer), its functions read the bodies' frames evaluated once for all of them (a
+        builder that places every body at once); called with any other, they evaluate
+        anew. What a set of elements at one configuration shares (`ElementSet`)."""
+        return self if self.bind is None else self.bind(q)
 
 
 def _times(K: Array, x: Array) -> Array:
@@ -222,6 +231,21 @@ class AbstractForceElement(abc.ABC):
         spring = jax.grad(lambda q_: self.potential(kit, q_, p))(q)
         return self.nonconservative_force(kit, t, q, qd, p) - spring
 
+    def carrier(self, kit: BodyKinematics, q, p) -> Array:
+        """g(q), the map whose derivative carries the element's generalized force,
+
+            Q = (∂g/∂q)ᵀ c,     c = `carried_force(kit, t, q, q̇, g, ġ, p)`,  ġ = (∂g/∂q) q̇,
+
+        so that `ElementSet` linearises every element's g at once, over frames evaluated
+        once. By default q itself, with c the element's `generalized_force`; an element
+        that acts along δ(q) gives δ (c = −f), a load the point or frame it acts on."""
+        return q
+
+    def carried_force(self, kit: BodyKinematics, t, q, qd, g, g_dot, p) -> Array:
+        """c, the cotangent of the `carrier` g at the state (shape of g): by default the
+        element's `generalized_force` (g = q)."""
+        return self.generalized_force(kit, t, q, qd, p)
+
 
 @dataclasses.dataclass(frozen=True)
 class _Element(AbstractForceElement):
@@ -313,6 +337,14 @@ class _Element(AbstractForceElement):
         """Q = −(∂δ/∂q)ᵀ f, the spring's −∂V/∂q and Q_nc together in one pass (`potential`
         and `nonconservative_force` apart evaluate δ three times, its derivatives three)."""
         return self._pulled_back(kit, t, q, qd, p, self._total)
+
+    def carrier(self, kit: BodyKinematics, q, p) -> Array:
+        """δ(q)."""
+        return self.deformation(kit, q, p)
+
+    def carried_force(self, kit: BodyKinematics, t, q, qd, g, g_dot, p) -> Array:
+        """−f(δ, δ̇), so that Q = −(∂δ/∂q)ᵀ f."""
+        return -jnp.asarray(self._total(t, q, qd, g, g_dot, p), g.dtype)
 
     def potential(self, kit: BodyKinematics, q, p) -> Array:
         """V = ½ (δ − δ₀)ᵀ K (δ − δ₀) (zero for a user's law)."""
@@ -476,9 +508,13 @@ class Bushing(_Element):
 
 
 def _angular_velocity(kit: BodyKinematics, q, qd, body: int | None) -> Array:
-    """ω of a body from ω̃ = Ȧ Aᵀ (its antisymmetric part W = ½(ω̃ − ω̃ᵀ), exact on the
-    rotation manifold): the scalar W₂₁ in the plane, vee(W) in space. Linear in q̇."""
-    A, A_dot = jax.jvp(lambda q_: kit.rotation(q_, body), (q,), (qd,))
+    """ω of a body (`_spin`) from its rotation A and Ȧ by one jvp along q̇."""
+    return _spin(*jax.jvp(lambda q_: kit.rotation(q_, body), (q,), (qd,)))
+
+
+def _spin(A: Array, A_dot: Array) -> Array:
+    """ω from ω̃ = Ȧ Aᵀ (its antisymmetric part W = ½(ω̃ − ω̃ᵀ), exact on the rotation
+    manifold): the scalar W₂₁ in the plane, vee(W) in space. Linear in Ȧ."""
     W = A_dot @ A.T
     W = 0.5 * (W - W.T)
     if W.shape[0] == 2:
@@ -573,6 +609,14 @@ class PointForce(_Load):
         local = value(self.point, p)
         return jax.jvp(lambda q_: kit.point(q_, self.body, local), (q,), (qd,))[1]
 
+    def carrier(self, kit: BodyKinematics, q, p) -> Array:
+        """The point's position r_P (v = ṙ_P)."""
+        return kit.point(q, self.body, value(self.point, p))
+
+    def carried_force(self, kit: BodyKinematics, t, q, qd, g, g_dot, p) -> Array:
+        """F itself: Q = (∂r_P/∂q)ᵀ F."""
+        return self.force(kit, t, q, qd, p)
+
 
 @dataclasses.dataclass(frozen=True)
 class BodyTorque(_Load):
@@ -584,6 +628,15 @@ class BodyTorque(_Load):
 
     def velocity(self, kit, q, qd, p) -> Array:
         return _angular_velocity(kit, q, qd, self.body)
+
+    def carrier(self, kit: BodyKinematics, q, p) -> Array:
+        """The body's rotation matrix A (ω is linear in Ȧ: `_spin`)."""
+        return kit.rotation(q, self.body)
+
+    def carried_force(self, kit: BodyKinematics, t, q, qd, g, g_dot, p) -> Array:
+        """(∂ω/∂Ȧ)ᵀ τ at A = g, so that Q = (∂A/∂q)ᵀ (∂ω/∂Ȧ)ᵀ τ = (∂ω/∂q̇)ᵀ τ."""
+        _, pullback = jax.vjp(lambda A_dot: _spin(g, A_dot), g_dot)
+        return pullback(self.force(kit, t, q, qd, p))[0]
 
 
 def check_elements(
@@ -633,18 +686,33 @@ class ElementSet(NamedTuple):
 
     def potentials(self, q, p) -> dict[str, Array]:
         """Each element's potential V by name (zero for a load or a user's law)."""
-        return {e.name: e.potential(self.kit, q, p) for e in self.elements}
+        kit = self.kit.at(q)
+        return {e.name: e.potential(kit, q, p) for e in self.elements}
 
     def potential(self, q, p) -> Array:
         """Σ V of the conservative parts."""
         return sum(self.potentials(q, p).values(), jnp.zeros((), q.dtype))
 
     def generalized_force(self, t, q, qd, p) -> Array:
-        """Σ (−∂V/∂q + Q_nc), the elements' share of the mechanism's generalized force."""
-        return sum(
-            (e.generalized_force(self.kit, t, q, qd, p) for e in self.elements),
-            jnp.zeros_like(q),
+        """Σ (−∂V/∂q + Q_nc), the elements' share of the mechanism's generalized force, as
+        Σₑ (∂gₑ/∂q)ᵀ cₑ (`AbstractForceElement.carrier`): every element's carrier gₑ(q)
+        from one linearisation at q, over the bodies' frames evaluated once
+        (`BodyKinematics.at`); its forward product gives ġₑ, the carried forces cₑ(gₑ, ġₑ)
+        go back through one transpose."""
+        if not self.elements:
+            return jnp.zeros_like(q)
+
+        def carriers(q_):
+            kit = self.kit.at(q_)
+            return tuple(jnp.asarray(e.carrier(kit, q_, p), q.dtype) for e in self.elements)
+
+        g, tangent = jax.linearize(carriers, q)
+        kit = self.kit.at(q)
+        carried = tuple(
+            jnp.asarray(e.carried_force(kit, t, q, qd, g_e, g_dot_e, p), q.dtype)
+            for e, g_e, g_dot_e in zip(self.elements, g, tangent(qd), strict=True)
         )
+        return jax.linear_transpose(tangent, q)(carried)[0]
 
     def forces(self, t, q, qd, p) -> dict[str, Array]:
         """Each element's force or torque f by name."""

@@ -721,16 +721,33 @@ def _constraint_functions(
 
 def _body_kinematics(layout: Layout) -> BodyKinematics:
     """Points, relative angles and rotations of the bodies, as the force elements read them
-    (`jaxmbs.joints.forces`; the ground: body `None`)."""
+    (`jaxmbs.joints.forces`; the ground: body `None`). Bound to a configuration
+    (`BodyKinematics.at`), they read every body's frames from one `Layout.frames` there."""
 
-    def rotation_of(q, body):
-        return jnp.eye(3, dtype=q.dtype) if body is None else layout.frames(q).rotations[body]
+    def kinematics(frames: FramesFn, bind=None) -> BodyKinematics:
+        def rotation_of(q, body):
+            return jnp.eye(3, dtype=q.dtype) if body is None else frames(q).rotations[body]
 
-    return BodyKinematics(
-        lambda q, body, local: layout.frames(q).point(body, local),
-        functools.partial(relative_angle, layout.frames),
-        rotation_of,
-    )
+        return BodyKinematics(
+            lambda q, body, local: frames(q).point(body, local),
+            functools.partial(relative_angle, frames),
+            rotation_of,
+            bind,
+        )
+
+    def bound(q) -> BodyKinematics:
+        once: list[Frames] = []
+
+        def frames(q_):
+            if q_ is not q:
+                return layout.frames(q_)
+            if not once:  # on first use: a kit no element reads adds nothing to the program
+                once.append(layout.frames(q))
+            return once[0]
+
+        return kinematics(frames)
+
+    return kinematics(layout.frames, bound)
 
 
 def spatial_mechanism(
