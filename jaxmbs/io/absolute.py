@@ -194,6 +194,10 @@ def _refuse(label: str, what: str) -> NoReturn:
     raise ValueError(f"{label}: absolute coordinates do not map {what} (use the joints')")
 
 
+#: The bodies' frames at q and their rates along q̇, (Frames, Frames): one jvp of
+#: `Layout.frames`, from which every joint coordinate's rate is read.
+Motion = tuple[spatial.Frames, spatial.Frames]
+
 #: Tolerance on the geometry of a body's several joints (common anchor, axes orthogonal or
 #: parallel), relative to the unit axes and to the anchors' distance from the body origin.
 _TOLERANCE = 1e-9
@@ -216,21 +220,22 @@ class _Coordinate:
     point_j: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(3))
     sign: float = 1.0
 
-    def value(self, layout: spatial.Layout, q: Array) -> Array:
-        """q − q_ref at the absolute coordinates q."""
+    def value(self, at: spatial.Frames, q: Array) -> Array:
+        """q − q_ref at the absolute coordinates q, read off the bodies' frames `at` there
+        (`Layout.frames(q)`, evaluated once by the caller for all coordinates)."""
         if self.joint.kind == HINGE:
-            angle = spatial.relative_angle(
-                layout.frames, q, self.body_i, self.body_j, self.axis_i, self.reference_i,
-                self.reference_j,
-            )  # fmt: skip
+            angle = spatial.relative_angle_at(
+                at, self.body_i, self.body_j, self.axis_i, self.reference_i, self.reference_j
+            )
             return self.sign * angle
-        at = layout.frames(q)
         offset = at.point(self.body_j, self.point_j) - at.point(self.body_i, self.point_i)
         return self.sign * spatial.dot(at.vector(self.body_i, self.axis_i), offset)
 
-    def rate(self, layout: spatial.Layout, q: Array, qd: Array) -> Array:
-        """θ̇ (MuJoCo's `qvel` of the joint), by one jvp of `value`, shape (1,)."""
-        return jnp.atleast_1d(jax.jvp(lambda q_: self.value(layout, q_), (q,), (qd,))[1])
+    def rate(self, layout: spatial.Layout, motion: Motion, q: Array, qd: Array) -> Array:
+        """θ̇ (MuJoCo's `qvel` of the joint), shape (1,): `value` differentiated along the
+        frames' rates of `motion` (one jvp of `Layout.frames` along q̇, shared by all)."""
+        at, at_dot = motion
+        return jnp.atleast_1d(jax.jvp(lambda a: self.value(a, q), (at,), (at_dot,))[1])
 
     def element(self, spring: bool) -> forces.AbstractForceElement:
         """The joint's spring (stiffness 0 without one) and damper as a force element along
@@ -269,10 +274,11 @@ class _JointEquality:
     holonomic: ClassVar[bool] = True
 
     def __call__(self, t: Array, q: Array, p: dict) -> Array:
-        theta = self.first.value(self.layout, q)
+        at = self.layout.frames(q)
+        theta = self.first.value(at, q)
         if self.second is None:
             return jnp.atleast_1d(theta - self.coefficients[0])
-        d = self.second.value(self.layout, q)
+        d = self.second.value(at, q)
         return jnp.atleast_1d(theta - sum(c * d**k for k, c in enumerate(self.coefficients)))
 
 
@@ -298,10 +304,11 @@ class _SlidingJoint:
         return self.turning.rows - 3 + len(self.normals)
 
     def __call__(self, t: Array, q: Array, p: dict) -> Array:
-        turning = self.turning.residual(self.layout.frames(q), p)[3:]
+        at = self.layout.frames(q)
+        turning = self.turning.residual(at, p)[3:]
         if not self.normals:
             return turning
-        offsets = jnp.stack([c.value(self.layout, q) for c in self.normals])
+        offsets = jnp.stack([c.value(at, q) for c in self.normals])
         return jnp.concatenate([turning, offsets])
 
 
@@ -320,10 +327,12 @@ class _QuaternionRates:
     axes_j: np.ndarray
     origin_j: np.ndarray
 
-    def rate(self, layout: spatial.Layout, q: Array, qd: Array) -> Array:
-        """MuJoCo's `qvel` of the joint, shape (3,) (ball) or (6,) (free)."""
-        velocity, omega = layout.velocities(q, qd)
-        A_j = layout.rotations(q)[self.body_j]
+    def rate(self, layout: spatial.Layout, motion: Motion, q: Array, qd: Array) -> Array:
+        """MuJoCo's `qvel` of the joint, shape (3,) (ball) or (6,) (free); the bodies'
+        rotations and centre velocities from `motion`."""
+        (_, rotations), (velocity, _) = motion
+        omega = jnp.sum(rotations * layout.body_angular_velocities(q, qd)[..., None, :], axis=-1)
+        A_j = rotations[self.body_j]
         relative = (
             omega[self.body_j] if self.body_i is None else omega[self.body_j] - omega[self.body_i]
         )
@@ -345,11 +354,11 @@ class _JointCoordinate:
     body_i: int | None
     body_j: int
 
-    def value(self, layout: spatial.Layout, q: Array) -> Array:
+    def value(self, at: spatial.Frames, q: Array) -> Array:
         """q − q_ref."""
         return q[self.index] - self.joint.ref[0]
 
-    def rate(self, layout: spatial.Layout, q: Array, qd: Array) -> Array:
+    def rate(self, layout: spatial.Layout, motion: Motion, q: Array, qd: Array) -> Array:
         """θ̇ (MuJoCo's `qvel` of the joint), shape (1,)."""
         return qd[self.index : self.index + 1]
 
@@ -369,7 +378,7 @@ class _JointQuaternion:
     def quaternion(self, q: Array) -> Array:
         return q[self.index : self.index + 4]
 
-    def rate(self, layout: spatial.Layout, q: Array, qd: Array) -> Array:
+    def rate(self, layout: spatial.Layout, motion: Motion, q: Array, qd: Array) -> Array:
         """MuJoCo's `qvel` of the ball, shape (3,)."""
         return 2 * body_rate_matrix(self.quaternion(q)) @ qd[self.index : self.index + 4]
 
@@ -993,9 +1002,10 @@ def joint_positions(
 
     def positions(q: Array) -> Array:
         qpos = jnp.zeros(tree.nq, q.dtype)
+        at = layout.frames(q)
         for j in tree.joints:
             if j.kind in (HINGE, SLIDE):
-                value = coordinates[j.name].value(layout, q) + j.ref[0]
+                value = coordinates[j.name].value(at, q) + j.ref[0]
                 qpos = qpos.at[j.qadr].set(value)
                 continue
             a = j.qadr
@@ -1018,7 +1028,8 @@ def joint_velocities(
     have rates."""
 
     def velocities(q: Array, qd: Array) -> Array:
-        parts = [jnp.atleast_1d(rates[j.name].rate(layout, q, qd)) for j in tree.joints]
+        motion = jax.jvp(layout.frames, (q,), (qd,))
+        parts = [jnp.atleast_1d(rates[j.name].rate(layout, motion, q, qd)) for j in tree.joints]
         return jnp.concatenate(parts) if parts else jnp.zeros(0, q.dtype)
 
     return quick_jit(velocities)
@@ -1042,7 +1053,8 @@ def _actuation(
     ref = np.array([float(j.ref[0]) for j in joints])
 
     def positions(q: Array) -> Array:
-        theta = jnp.stack([coordinates[j.name].value(layout, q) for j in joints])
+        at = layout.frames(q)
+        theta = jnp.stack([coordinates[j.name].value(at, q) for j in joints])
         return jnp.zeros(tree.nq, q.dtype).at[address].set(theta + ref)
 
     def applied_forces(t: Array, q: Array, qd: Array, p: dict) -> Array:
@@ -1062,8 +1074,10 @@ def _quadratic_form(
     the dampers, Rayleigh's dissipation function (`_damping`)."""
 
     def form(q: Array, qd: Array, p: dict) -> Array:
+        motion = jax.jvp(layout.frames, (q,), (qd,))  # the bodies' frames once, for all terms
         return 0.5 * sum(
-            jnp.sum(jnp.asarray(p[key]) * rates.rate(layout, q, qd) ** 2) for key, rates in terms
+            jnp.sum(jnp.asarray(p[key]) * rates.rate(layout, motion, q, qd) ** 2)
+            for key, rates in terms
         )
 
     return form

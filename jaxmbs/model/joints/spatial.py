@@ -647,12 +647,20 @@ def joints_of(mechanism: Mechanism) -> tuple[Joint, ...]:
 def relative_angle(
     frames: FramesFn, q, body_i: int | None, body_j: int | None, axis_i, reference_i, reference_j
 ) -> Array:
-    """Rotation of body j relative to body i about `axis_i` (body i's frame), in (−π, π].
+    """Rotation of body j relative to body i about `axis_i` (body i's frame), in (−π, π], at
+    the frames `frames(q)` (`relative_angle_at`)."""
+    return relative_angle_at(frames(q), body_i, body_j, axis_i, reference_i, reference_j)
+
+
+def relative_angle_at(
+    at: Frames, body_i: int | None, body_j: int | None, axis_i, reference_i, reference_j
+) -> Array:
+    """Rotation of body j relative to body i about `axis_i` (body i's frame), in (−π, π], at
+    the bodies' frames `at`.
 
     With a = Aᵢ âᵢ, and uᵢ = Aᵢ rᵢ, uⱼ = Aⱼ rⱼ the reference vectors projected onto the plane
     normal to a: δ = atan2(a · (uᵢ × uⱼ), uᵢ · uⱼ).
     """
-    at = frames(q)
     a = at.vector(body_i, axis_i / jnp.linalg.norm(axis_i))
     u_i, u_j = at.vector(body_i, reference_i), at.vector(body_j, reference_j)
     u_i, u_j = u_i - dot(u_i, a) * a, u_j - dot(u_j, a) * a
