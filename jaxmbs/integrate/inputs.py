@@ -47,13 +47,15 @@ def mass_matrix_checks(mechanism: Mechanism, q, params) -> tuple[Array, Array]:
 
 
 def matrix_checks(mechanism: Mechanism, M: Array) -> tuple[Array, Array]:
-    """(symmetric, positive definite) for a mass matrix M: |M − Mᵀ| ≤ 1e-10 max |M|, and a
-    Cholesky factor with a finite, positive diagonal (`AbstractAlgebra.mass_pivots`: block
-    by block where the structure is banded)."""
+    """(symmetric, positive definite) for a mass matrix M: |M − Mᵀ| ≤ 1e-10 max |M| (in
+    float32, 100 ε = 1.2e-5 max |M|: an M by autodiff is symmetric to its round-off only),
+    and a Cholesky factor with a finite, positive diagonal (`AbstractAlgebra.mass_pivots`:
+    block by block where the structure is banded)."""
     pivots = algebra_of(mechanism).mass_pivots(M)
     definite = jnp.all(jnp.isfinite(pivots)) & jnp.all(pivots > 0)
     scale = jnp.max(jnp.abs(M), initial=1.0)
-    symmetric = jnp.max(jnp.abs(M - M.T), initial=0.0) <= 1e-10 * scale
+    tolerance = max(1e-10, 100 * float(jnp.finfo(M.dtype).eps))
+    symmetric = jnp.max(jnp.abs(M - M.T), initial=0.0) <= tolerance * scale
     return symmetric, definite
 
 

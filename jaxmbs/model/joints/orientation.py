@@ -93,8 +93,13 @@ def zxz_rates(angles, omega_body) -> Array:
 
 
 def _check_matrix(matrix, name: str) -> np.ndarray:
-    A = np.asarray(matrix, dtype=float)
-    if A.shape != (3, 3) or not np.allclose(A.T @ A, np.eye(3), atol=1e-10):
+    """`matrix` as a float64 NumPy array, refused unless it is a proper rotation: AᵀA = I to
+    1e-10, or to 1000 ε of a lower precision it comes in (a float32 matrix: 1.2e-4)."""
+    given = np.asarray(matrix)
+    precision = given.dtype if np.issubdtype(given.dtype, np.floating) else np.float64
+    A = given.astype(float)
+    atol = max(1e-10, 1000 * float(np.finfo(precision).eps))
+    if A.shape != (3, 3) or not np.allclose(A.T @ A, np.eye(3), atol=atol):
         raise ValueError(f"{name} needs a 3×3 rotation matrix")
     if np.linalg.det(A) < 0:
         raise ValueError(f"{name} needs a proper rotation (det A = +1), got a reflection")
