@@ -86,9 +86,12 @@ MuJoCo adds a joint's armature a to its coordinate's diagonal of the mass matrix
 kinetic energy ½ a ⊙ v² of the joint's `qvel` v, no body's inertia. With v read off the
 absolute coordinates — a hinge's or slide's θ̇ by one jvp of θ, a ball's ω relative to its
 parent in the body's frame and a free joint's origin velocity and ω (`_QuaternionRates`) —
-it is the same kinetic energy on the constraint manifold, so the motion is the same: it goes
-to the builder as `added_kinetic_energy` (`_quadratic_form`; for the joints whose armature
-is not zero in the file, so a zero `"<joint>.armature"` stays zero). A ball's or free
+it is the same kinetic energy on the constraint manifold, so the motion is the same (for the
+joints whose armature is not zero in the file, so a zero `"<joint>.armature"` stays zero). A
+hinge's or slide's θ is a function of q, so its ½ a θ̇² is a kinetic completion with its
+terms in closed form (`_armature`, `KineticCompletion`); a ball's or free joint's ω is not
+the rate of any function of q, and its share goes to the builder as `added_kinetic_energy`
+(`_quadratic_form`). A ball's or free
 joint's damping −c ⊙ v is the generalized force −∂D/∂q̇ of D = ½ Σ c ⊙ v² (`_damping`).
 
 A ball's spring, and a free joint's, is MuJoCo's (`mj_passive`, `mj_energyPos`): the potential
@@ -850,7 +853,8 @@ def absolute_mechanism(
             and np.any(np.asarray(params[param_key(j.name, field)]) != 0)
         ]
 
-    rotors = terms("armature", (HINGE, SLIDE, BALL, FREE))
+    rotors = terms("armature", (BALL, FREE))
+    coordinate_rotors = terms("armature", (HINGE, SLIDE))
     dampers = terms("damping", (BALL, FREE))  # the hinges' and slides': their elements
     for c in tree.closures:
         if c.kind == "joint":
@@ -874,7 +878,8 @@ def absolute_mechanism(
         bodies, joints, params, gravity="gravity", elements=elements,
         applied_forces=_summed(loads) if loads else None,
         added_kinetic_energy=_quadratic_form(layout, rotors) if rotors else None,
-        completions=[m.completion() for m in mixed],
+        completions=[m.completion() for m in mixed]
+        + ([_armature(layout, coordinate_rotors)] if coordinate_rotors else []),
         extra_coordinates=names,
     )  # fmt: skip
     # M at qpos0 comes from the program that samples C and M for the structure (sample 0)
@@ -1063,6 +1068,25 @@ def _actuation(
         return pullback(tree.actuator_forces(control(t, q, qd, p), qpos, qpos_rate, p))[0]
 
     return applied_forces
+
+
+def _armature(
+    layout: spatial.Layout, terms: list[tuple[str, _Coordinate | _JointCoordinate]]
+) -> KineticCompletion:
+    """The hinges' and slides' armature, T_a = ½ Σₖ aₖ θ̇ₖ² (module docstring), as a kinetic
+    completion of the rows θ(q), their coordinates read off the bodies' frames (θ is a
+    function of q: its rate θ̇ = (∂θ/∂q) q̇ is MuJoCo's `qvel`), so that its terms come in
+    closed form (`KineticCompletion`: M_a = Rᵀ diag(a) R, Q_a = −Rᵀ diag(a) (Ṙ q̇), R = ∂θ/∂q)
+    with two nested derivatives of θ rather than three."""
+
+    def rows(q: Array, p: dict) -> Array:
+        at = layout.frames(q)
+        return jnp.stack([jnp.ravel(c.value(at, q))[0] for _, c in terms])
+
+    def weights(p: dict) -> Array:
+        return jnp.stack([jnp.ravel(jnp.asarray(p[key]))[0] for key, _ in terms])
+
+    return KineticCompletion(rows, weights)
 
 
 def _quadratic_form(
