@@ -1090,12 +1090,13 @@ def _armature(
 
 
 def _quadratic_form(
-    layout: spatial.Layout, terms: list[tuple[str, _Coordinate | _QuaternionRates]]
+    layout: spatial.Layout, terms: list[tuple[str, _QuaternionRates | _JointQuaternion]]
 ) -> Callable[[Array, Array, dict], Array]:
     """½ Σₖ wₖ ⊙ vₖ² over `terms`, each a parameter key (the weights w, one per degree of
     freedom) and a joint's rates v (MuJoCo's `qvel` of the joint, read off the absolute
-    coordinates): with the armatures, the kinetic energy T_a of the module docstring; with
-    the dampers, Rayleigh's dissipation function (`_damping`)."""
+    coordinates): with the balls' and free joints' armatures, their share of the kinetic
+    energy T_a of the module docstring (the hinges' and slides': `_armature`); with the
+    dampers, Rayleigh's dissipation function (`_damping`)."""
 
     def form(q: Array, qd: Array, p: dict) -> Array:
         motion = jax.jvp(layout.frames, (q,), (qd,))  # the bodies' frames once, for all terms
