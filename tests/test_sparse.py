@@ -145,6 +145,17 @@ def test_kernels_match_lapack():
     assert_close(linalg.solve_lower_transpose(L, B), expected, 0.0, 1e-12, "L⁻ᵀB")
 
 
+def test_cross_matches_numpy_with_broadcasting():
+    """The cyclic-shift cross product: each component's sign and place (a swapped shift
+    gives −a × b, a missing final shift the components in the wrong order)."""
+    rng = np.random.default_rng(SEED)
+    a, b = rng.normal(size=(5, 3)), rng.normal(size=3)
+    assert_close(linalg.cross(a, b), np.cross(a, b), 0.0, 1e-15, "a × b")
+    assert_close(linalg.cross(b, a), np.cross(b, a), 0.0, 1e-15, "b × a")
+    e = np.eye(3)
+    assert_close(linalg.cross(e[0], e[1]), e[2], 0.0, 1e-15, "x × y = z")
+
+
 @pytest.mark.parametrize("mode", ["single", "vmap", "vmap_rhs", "vmap_matrix", "vmap_shift"])
 @pytest.mark.parametrize("w", [8, 12], ids=["unrolled", "lapack"])
 def test_spd_solve_matches_numpy(w, mode):

@@ -139,6 +139,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._internal.compile import quick_jit
+from .._internal.linalg import cross
 from .._internal.types import Array
 from ..kinematics.structure import sample_reference, structure_of_samples
 from ..model.joints import forces, spatial
@@ -342,7 +343,7 @@ class _QuaternionRates:
         turning = self.axes_j @ (A_j.T @ relative)
         if self.joint.kind == BALL:
             return turning
-        origin = velocity[self.body_j] + jnp.cross(omega[self.body_j], A_j @ self.origin_j)
+        origin = velocity[self.body_j] + cross(omega[self.body_j], A_j @ self.origin_j)
         return jnp.concatenate([origin, turning])
 
 
@@ -942,7 +943,7 @@ def _quaternion_spring(
 def _quaternion_product(a: Array, b: Array) -> Array:
     """Hamilton's product a ⊗ b (w first): A(a ⊗ b) = A(a) A(b)."""
     w = a[0] * b[0] - a[1:] @ b[1:]
-    return jnp.concatenate([w[None], a[0] * b[1:] + b[0] * a[1:] + jnp.cross(a[1:], b[1:])])
+    return jnp.concatenate([w[None], a[0] * b[1:] + b[0] * a[1:] + cross(a[1:], b[1:])])
 
 
 def _conjugate(e: Array) -> Array:

@@ -54,6 +54,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._internal.compile import quick_jit
+from .._internal.linalg import cross
 from .._internal.types import Array
 from ..model.joints.orientation import body_rate_matrix, parameter_rotation
 
@@ -342,7 +343,7 @@ class Tree:
         inertial = self._weighted(p, *bias)
         f = (
             mass[:, None] * jnp.asarray(p["gravity"]) - inertial[0],
-            -inertial[1] - jnp.cross(w[1], inertia * w[1]),
+            -inertial[1] - cross(w[1], inertia * w[1]),
             -inertial[2],
             -inertial[3] - (self._per_dof(p, "damping") * w[3] if self.joints else 0.0),
         )
@@ -456,7 +457,7 @@ def _rotation_angle_squared(e: Array, ref: Array) -> Array:
     r = ref / jnp.sqrt(ref @ ref)
     e = e / jnp.sqrt(e @ e)
     w = r[0] * e[0] + r[1:] @ e[1:]
-    u = r[0] * e[1:] - e[0] * r[1:] - jnp.cross(r[1:], e[1:])
+    u = r[0] * e[1:] - e[0] * r[1:] - cross(r[1:], e[1:])
     s2 = u @ u
     small = s2 < 1e-16
     s = jnp.sqrt(jnp.where(small, 1.0, s2))

@@ -42,6 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..._internal.checks import is_concrete
+from ..._internal.linalg import cross
 from ..._internal.types import Array
 from ..mechanism import Mechanism
 from .planar import Spec, value
@@ -345,7 +346,7 @@ def couple_forces(primaries: Array, torque) -> Array:
         return torque * normal / jnp.sum(s**2)
     moment = jnp.sum(jnp.sum(s**2, axis=1)) * jnp.eye(3, dtype=s.dtype) - s.T @ s
     omega = jnp.linalg.solve(moment, jnp.asarray(torque))
-    return jnp.cross(omega, s)
+    return cross(omega, s)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -49,6 +49,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..._internal.linalg import cross
 from ..._internal.types import Array
 from ...kinematics.structure import warn_if_singular
 from ..mechanism import KineticCompletion, Mechanism
@@ -181,9 +182,9 @@ def perpendicular_pair(axis) -> tuple[Array, Array]:
     """
     a = axis / jnp.linalg.norm(axis)
     helper = jnp.eye(3, dtype=a.dtype)[jnp.argmin(jnp.abs(a))]
-    u = jnp.cross(a, helper)
+    u = cross(a, helper)
     u = u / jnp.linalg.norm(u)
-    return u, jnp.cross(a, u)
+    return u, cross(a, u)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -435,7 +436,7 @@ class _TwoBodyJoint:
         point = self._p(frames, p, "j")
         body, sign = (self.body_i, -1.0) if self.body_j is None else (self.body_j, 1.0)
         force = sign * forces[body]
-        moment = sign * (moments[body] - jnp.cross(point - frames.positions[body], forces[body]))
+        moment = sign * (moments[body] - cross(point - frames.positions[body], forces[body]))
         to_local = jnp.eye(3) if self.body_i is None else frames.rotations[self.body_i].T
         return {
             "force": force,
@@ -576,7 +577,7 @@ class Translational(_TwoBodyJoint):
         n = value(self.normal_i, p)
         u = n - dot(n, a) * a
         u = u / jnp.linalg.norm(u)
-        return frames.vector(self.body_i, u), frames.vector(self.body_i, jnp.cross(a, u))
+        return frames.vector(self.body_i, u), frames.vector(self.body_i, cross(a, u))
 
     def residual(self, frames, p) -> Array:
         _, v = self._normals_i(frames, p)
@@ -664,7 +665,7 @@ def relative_angle_at(
     a = at.vector(body_i, axis_i / jnp.linalg.norm(axis_i))
     u_i, u_j = at.vector(body_i, reference_i), at.vector(body_j, reference_j)
     u_i, u_j = u_i - dot(u_i, a) * a, u_j - dot(u_j, a) * a
-    return jnp.arctan2(dot(a, jnp.cross(u_i, u_j)), dot(u_i, u_j))
+    return jnp.arctan2(dot(a, cross(u_i, u_j)), dot(u_i, u_j))
 
 
 def _constraint_groups(
