@@ -85,6 +85,49 @@ def test_mass_matrix_against_finite_difference_angular_velocity():
     assert np.linalg.eigvalsh(M0)[0] < 1e-14
 
 
+def test_bodies_terms_in_closed_form_equal_lagrange_by_autodiff():
+    """The builder's M, M v and Q (the bodies' kinetic terms in closed form) equal those that
+    `Mechanism.from_lagrangian` derives by autodiff of T = Σ ½ m|ṙ|² + ½ ω'ᵀJω' (+ 2 J̄
+    (eᵀė)²), written here from ω' = `body_angular_velocities`: Euler-parameter and ZXZ
+    bodies mixed, a full inertia tensor, e off the normalisation, and an extra coordinate
+    with an added kinetic energy, at random (q, q̇)."""
+    rng = np.random.default_rng(SEED)
+    root = rng.normal(size=(3, 3))
+    bodies = (
+        spatial.Body("a", 2.0, root @ root.T + 3 * np.eye(3), spatial.EULER_PARAMETERS),
+        spatial.Body("b", 1.5, (1.0, 2.0, 3.0), spatial.ZXZ),
+        spatial.Body("c", 0.7, 0.3, spatial.EULER_PARAMETERS),
+    )
+    layout = spatial.Layout.from_bodies(bodies)
+
+    def added(q, qd, p):  # a rotor on the extra coordinate, coupled to body a's e₁ rate
+        return 0.5 * 0.8 * (qd[-1] + jnp.cos(q[4]) * qd[4]) ** 2
+
+    def kinetic_energy(q, qd, p):
+        m = jnp.array([b.mass for b in bodies])
+        J = jnp.stack([spatial.inertia_tensor(b.inertia, p) for b in bodies])
+        omega = layout.body_angular_velocities(q, qd)
+        T = 0.5 * jnp.sum(m * jnp.sum(layout.positions(qd) ** 2, axis=1))
+        T = T + 0.5 * jnp.sum(omega * jnp.einsum("kij,kj->ki", J, omega))
+        for k in layout.bodies_of(spatial.EULER_PARAMETERS):
+            e, e_dot = q[layout.coordinates(k)][3:], qd[layout.coordinates(k)][3:]
+            T = T + 2 * jnp.trace(J[k]) / 3 * jnp.dot(e, e_dot) ** 2
+        return T + added(q, qd, p)
+
+    mech = spatial.spatial_mechanism(
+        bodies, [], gravity=(0.0, 0.0, 0.0), added_kinetic_energy=added, extra_coordinates=["s"]
+    )
+    reference = jaxmbs.Mechanism.from_lagrangian(kinetic_energy, n=layout.n + 1)
+    for _ in range(3):
+        q, qd, v = (rng.normal(size=layout.n + 1) for _ in range(3))
+        M = np.asarray(reference.mass_matrix(q, None))
+        Q = np.asarray(reference.forces(0.0, q, qd, None))
+        scale = np.max(np.abs(M))
+        assert_close(mech.mass_matrix(q, mech.params), M, 0, 1e-13 * scale, "M")
+        assert_close(mech.mass_product(q, v, mech.params), M @ v, 0, 1e-13 * scale, "M v")
+        assert_close(mech.forces(0.0, q, qd, mech.params), Q, 0, 1e-13 * np.max(np.abs(Q)), "Q")
+
+
 @pytest.mark.parametrize("orientation", [spatial.ZXZ, spatial.EULER_PARAMETERS])
 def test_load_virtual_power(orientation):
     """Qᵀq̇ of a point force equals F·ṙ_P, of a torque τ·ω (ṙ_P and ω by finite differences

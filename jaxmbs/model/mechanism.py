@@ -11,6 +11,7 @@ Jacobian and acceleration term is derived by autodiff in `jaxmbs.kinematics`.
 
 from __future__ import annotations
 
+import abc
 import copy
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
@@ -48,8 +49,28 @@ def _sampled_avals(params: Params) -> Params:
     return jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(np.shape(x), dtype), params)
 
 
+class AbstractKineticCompletion(abc.ABC):
+    """A part T_c of the kinetic energy (quadratic in q̇) whose Lagrange terms are written
+    in closed form rather than derived by autodiff of T (`Mechanism.from_lagrangian`):
+
+        M_c = ∂²T_c/∂q̇²,    Q_c = ∂T_c/∂q − (∂²T_c/∂q̇∂q) q̇.
+    """
+
+    @abc.abstractmethod
+    def mass_product(self, q, v, p) -> jax.Array:
+        """M_c(q) v."""
+
+    @abc.abstractmethod
+    def mass_matrix(self, q, p) -> jax.Array:
+        """M_c(q), shape (n, n)."""
+
+    @abc.abstractmethod
+    def force(self, q, qd, p) -> jax.Array:
+        """Q_c(q, q̇), shape (n,)."""
+
+
 @dataclasses.dataclass(frozen=True)
-class KineticCompletion:
+class KineticCompletion(AbstractKineticCompletion):
     """A kinetic energy T_c = ½ ṙᵀ W ṙ of the rates ṙ = R(q) q̇ of scleronomic rows r(q, p)
     (R = ∂r/∂q, W = diag(w(p))), with its Lagrange terms in closed form:
 
@@ -224,14 +245,14 @@ class Mechanism(eqx.Module):
     @classmethod
     def from_lagrangian(
         cls,
-        kinetic_energy: Callable[..., jax.Array],
+        kinetic_energy: Callable[..., jax.Array] | None,
         potential_energy: PotentialFn | None = None,
         constraints: ConstraintsFn | None = None,
         velocity_constraints: VelocityConstraintsFn | None = None,
         params: Params = None,
         *,
         external_forces: ForcesFn | None = None,
-        completions: Sequence[KineticCompletion] = (),
+        completions: Sequence[AbstractKineticCompletion] = (),
         differentiated_potential: PotentialFn | None = None,
         **kwargs,
     ) -> Mechanism:
@@ -243,14 +264,18 @@ class Mechanism(eqx.Module):
 
         so gyroscopic and centrifugal terms (e.g. spatial bodies in Euler angles) come by
         autodiff. M v is a Hessian-vector product (forward over reverse mode), the dense M
-        n of them. `completions` add kinetic energies ½ ṙᵀ W ṙ of rows' rates with their
-        terms in closed form (`KineticCompletion`). `differentiated_potential`: the part of
+        n of them. `completions` add kinetic energies with their terms in closed form
+        (`AbstractKineticCompletion`: ½ ṙᵀ W ṙ of rows' rates, `KineticCompletion`; the
+        spatial bodies' own); `kinetic_energy` may be None where they hold all of T.
+        `differentiated_potential`: the part of
         V whose −∂/∂q enters Q (default V itself), when Qᵉ already holds the rest's (a
         builder's force elements give their springs' −∂V/∂q with their dampers, from one
         linearisation); V stays the potential of the reported energy. `kwargs` are passed
         to the constructor (`n`, names, `reference_q`, …).
         """
         completions = tuple(completions)
+        if kinetic_energy is None and not completions:
+            raise ValueError("from_lagrangian needs a kinetic energy or completions")
         if differentiated_potential is None:
             differentiated_potential = potential_energy
 
@@ -258,12 +283,17 @@ class Mechanism(eqx.Module):
             return jax.grad(kinetic_energy, argnums=1)(q, qd, p)
 
         def mass_product(q, v, p):
-            out = jax.jvp(lambda qd: momentum(q, qd, p), (jnp.zeros_like(q),), (v,))[1]
-            return sum((c.mass_product(q, v, p) for c in completions), out)
+            parts = [c.mass_product(q, v, p) for c in completions]
+            if kinetic_energy is not None:
+                zero = jnp.zeros_like(q)
+                parts.append(jax.jvp(lambda qd: momentum(q, qd, p), (zero,), (v,))[1])
+            return sum(parts[1:], parts[0])
 
         def mass_matrix(q, p):
-            out = jax.jacfwd(lambda qd: momentum(q, qd, p))(jnp.zeros_like(q))
-            return sum((c.mass_matrix(q, p) for c in completions), out)
+            parts = [c.mass_matrix(q, p) for c in completions]
+            if kinetic_energy is not None:
+                parts.append(jax.jacfwd(lambda qd: momentum(q, qd, p))(jnp.zeros_like(q)))
+            return sum(parts[1:], parts[0])
 
         def applied(t, q, qd, p, out):
             """`out` with −∂V/∂q (of the differentiated potential) and Qᵉ added."""
@@ -274,17 +304,21 @@ class Mechanism(eqx.Module):
             return out
 
         def forces(t, q, qd, p):
-            dT_dq = jax.grad(kinetic_energy, argnums=0)(q, qd, p)
-            # (∂²T/∂q̇∂q) q̇: derivative of the momentum ∂T/∂q̇ along q̇ at fixed q̇.
-            _, coupling = jax.jvp(lambda q_: momentum(q_, qd, p), (q,), (qd,))
-            out = sum((c.force(q, qd, p) for c in completions), dT_dq - coupling)
-            return applied(t, q, qd, p, out)
+            parts = [c.force(q, qd, p) for c in completions]
+            if kinetic_energy is not None:
+                dT_dq = jax.grad(kinetic_energy, argnums=0)(q, qd, p)
+                # (∂²T/∂q̇∂q) q̇: derivative of the momentum ∂T/∂q̇ along q̇ at fixed q̇.
+                _, coupling = jax.jvp(lambda q_: momentum(q_, qd, p), (q,), (qd,))
+                parts.append(dT_dq - coupling)
+            return applied(t, q, qd, p, sum(parts[1:], parts[0]))
 
         def rest_forces(t, q, p):
             # At q̇ = 0 the coupling (linear in q̇) and the completions' forces (quadratic)
             # vanish; ∂T/∂q stays (zero unless T has a part without q̇).
             qd = jnp.zeros_like(q)
-            return applied(t, q, qd, p, jax.grad(kinetic_energy, argnums=0)(q, qd, p))
+            if kinetic_energy is None:
+                return applied(t, q, qd, p, jnp.zeros_like(q))
+            return applied(t, q, qd, p, jax.grad(kinetic_energy)(q, qd, p))
 
         return cls(
             mass_matrix,

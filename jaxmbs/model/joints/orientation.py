@@ -70,6 +70,26 @@ def body_rate_matrix(e) -> Array:
     return jnp.stack([jnp.stack(row, axis=-1) for row in rows], axis=-2)
 
 
+def zxz_rate_matrix(angles) -> tuple[Array, Array, Array]:
+    """B(α) with ω' = B α̇ the body angular velocity of ZXZ angles α = (φ, θ, ψ), and its
+    partial derivatives ∂B/∂θ, ∂B/∂ψ (B does not depend on φ), each of shape (..., 3, 3):
+
+        B = [[sin θ sin ψ, cos ψ, 0], [sin θ cos ψ, −sin ψ, 0], [cos θ, 0, 1]].
+
+    Singular at the gimbal lock sin θ = 0."""
+    c, s = cos_sin(angles)
+    ct, cp, st, sp = c[..., 1], c[..., 2], s[..., 1], s[..., 2]
+    zero = jnp.zeros_like(ct)
+
+    def matrix(rows):
+        return jnp.stack([jnp.stack(row, axis=-1) for row in rows], axis=-2)
+
+    B = matrix(((st * sp, cp, zero), (st * cp, -sp, zero), (ct, zero, zero + 1)))
+    dB_theta = matrix(((ct * sp, zero, zero), (ct * cp, zero, zero), (-st, zero, zero)))
+    dB_psi = matrix(((st * cp, -sp, zero), (-st * sp, -cp, zero), (zero, zero, zero)))
+    return B, dB_theta, dB_psi
+
+
 def parameter_rates(e, omega_body) -> Array:
     """Euler-parameter rates ė = ½ G(e)ᵀ ω' of a body angular velocity ω', shape (..., 4):
     the inverse of ω' = 2 G(e) ė (`body_rate_matrix`), since G Gᵀ = I; G e = 0 makes

@@ -29,7 +29,9 @@ component of Nikravesh's 4-vector 2 [eᵀ; G] ė and vanishes wherever the norma
 velocity constraint eᵀė = 0 holds, so the motion, the multipliers and the energy on the
 constraint manifold are those of ½ ω'ᵀJω' alone (its Lagrange terms, 4 J̄ (eᵀë + ėᵀė) e,
 vanish where the normalisation's acceleration constraint holds) while M stays positive
-definite. The mass matrix and the gyroscopic and centrifugal terms then come by autodiff.
+definite. The mass matrix and the gyroscopic and centrifugal terms are written in closed
+form body by body (`_RigidBodies`, a kinetic completion), from ω' = B(α) α̇ with B = 2 G(e)
+or the ZXZ rate matrix (`zxz_rate_matrix`), not derived by autodiff of T.
 Joints only write Φ; applied forces at points and torques become generalized forces through
 the transposed Jacobian of the point position (or of ω) by a vjp.
 
@@ -52,7 +54,7 @@ import numpy as np
 from ..._internal.linalg import cross
 from ..._internal.types import Array
 from ...kinematics.structure import warn_if_singular
-from ..mechanism import KineticCompletion, Mechanism
+from ..mechanism import AbstractKineticCompletion, KineticCompletion, Mechanism
 from ._common import PointPair, Spec, split_joints, value
 from .forces import AbstractForceElement, BodyKinematics, ElementSet, check_elements
 from .orientation import (
@@ -63,6 +65,7 @@ from .orientation import (
     parameter_rates,
     parameter_rotation,
     rotation,
+    zxz_rate_matrix,
     zxz_rates,
     zxz_to_euler_parameters,
 )
@@ -681,27 +684,131 @@ def _constraint_groups(
     return groups
 
 
-def _kinetic_energy(
-    layout: Layout, bodies: tuple[Body, ...], added: Callable | None = None
-) -> Callable:
-    """T(q, q̇, p) = ½ Σ mᵢ|ṙᵢ|² + ½ Σ ωᵢᵀJᵢωᵢ (module docstring), plus ½ J̄ (2 eᵀė)² for every
-    Euler-parameter body, zero on the constraint manifold eᵀe = 1, which makes M regular,
-    plus the `added` kinetic energy (q, q̇, p) -> T_a where given."""
-    euler = layout.bodies_of(EULER_PARAMETERS)
+def _rate_matrix(kind: str, alpha) -> Array:
+    """B(α) with ω' = B α̇ for a kind's orientation coordinates α, shape (..., 3, width):
+    2 G(e) for Euler parameters (`body_rate_matrix`), `zxz_rate_matrix` for ZXZ angles."""
+    if kind == EULER_PARAMETERS:
+        return 2 * body_rate_matrix(alpha)
+    return zxz_rate_matrix(alpha)[0]
 
-    def kinetic_energy(q, qd, p):
-        m = jnp.stack([value(b.mass, p) for b in bodies]).astype(q.dtype)
-        J = jnp.stack([inertia_tensor(b.inertia, p) for b in bodies]).astype(q.dtype)
-        omega = layout.body_angular_velocities(q, qd)
-        translation = jnp.sum(m * jnp.sum(layout.positions(qd) ** 2, axis=1))
-        T = 0.5 * translation + 0.5 * jnp.sum(omega * matvec(J, omega))
-        if euler.size:
-            e, e_dot = layout._take(q, euler, 3, 4), layout._take(qd, euler, 3, 4)
-            J_mean = jnp.trace(J[euler], axis1=-2, axis2=-1) / 3
-            T = T + 2 * jnp.sum(J_mean * jnp.sum(e * e_dot, axis=-1) ** 2)
-        return T if added is None else T + added(q, qd, p)
 
-    return kinetic_energy
+def _rate_derivatives(kind: str, alpha, alpha_dot) -> tuple[Array, Array]:
+    """∂w/∂α and Ḃ = Σₖ α̇ₖ ∂B/∂αₖ of w(α, α̇) = B(α) α̇, shapes (..., 3, width). Euler
+    parameters: G(e) is linear in e, G(e) ė = −G(ė) e, so ∂w/∂e = −2 G(ė) and Ḃ = 2 G(ė)."""
+    if kind == EULER_PARAMETERS:
+        G_dot = 2 * body_rate_matrix(alpha_dot)
+        return -G_dot, G_dot
+    _, dB_theta, dB_psi = zxz_rate_matrix(alpha)
+    columns = [jnp.zeros_like(alpha), matvec(dB_theta, alpha_dot), matvec(dB_psi, alpha_dot)]
+    B_dot = alpha_dot[..., 1, None, None] * dB_theta + alpha_dot[..., 2, None, None] * dB_psi
+    return jnp.stack(columns, axis=-1), B_dot
+
+
+def _transpose_product(B, v) -> Array:
+    """Bᵀ v for stacks of 3×w matrices B and 3-vectors v."""
+    return jnp.sum(B * v[..., :, None], axis=-2)
+
+
+@dataclasses.dataclass(frozen=True)
+class _RigidBodies(AbstractKineticCompletion):
+    """The bodies' kinetic energy (module docstring) with its Lagrange terms in closed form,
+    body by body; ω' = B(α) α̇ of a body's orientation coordinates α (`_rate_matrix`):
+
+        M = diag(m I, Bᵀ J B + 4 J̄ e eᵀ),
+        Q_α = (∂w/∂α)ᵀ J ω' − Ḃᵀ J ω' − Bᵀ J Ḃ α̇ − 4 J̄ (ėᵀė) e,
+
+    the J̄ terms for Euler parameters only, w(α, α̇) = B(α) α̇, Ḃ = Σₖ α̇ₖ ∂B/∂αₖ; the
+    translations add no force. These are ∂²T/∂q̇² and ∂T/∂q − (∂²T/∂q̇∂q) q̇ of T: with
+    ∂T/∂α̇ = Bᵀ J ω', its derivative along α̇ is Ḃᵀ J ω' + Bᵀ J Ḃ α̇, while ∂T/∂α =
+    (∂w/∂α)ᵀ J ω'; of 2 J̄ (eᵀė)², ∂/∂e = 4 J̄ (eᵀė) ė and the derivative of 4 J̄ (eᵀė) e
+    along ė is 4 J̄ ((ėᵀė) e + (eᵀė) ė). With Euler parameters (`_rate_derivatives`, and
+    G(ė) ė = 0) Q_e = −8 G(ė)ᵀ J G(e) ė − 4 J̄ (ėᵀė) e. They hold at every (q, q̇), on the
+    normalisation's manifold or off it. The same terms by autodiff of T nest two or three
+    derivatives of every body's rotation, over all bodies at once in each product."""
+
+    layout: Layout
+    bodies: tuple[Body, ...]
+
+    def _inertia(self, p, dtype) -> tuple[Array, Array]:
+        m = jnp.stack([value(b.mass, p) for b in self.bodies]).astype(dtype)
+        J = jnp.stack([inertia_tensor(b.inertia, p) for b in self.bodies]).astype(dtype)
+        return m, J
+
+    def _kinds(self):
+        """(kind, bodies of that kind, width of their orientation coordinates)."""
+        for kind in COORDINATES:
+            bodies = self.layout.bodies_of(kind)
+            if bodies.size:
+                yield kind, bodies, len(COORDINATES[kind]) - 3
+
+    def _assemble(self, blocks: dict[str, Array], n: int) -> Array:
+        """The n-vector whose body coordinates hold `blocks[kind]` (one row of 3 + width per
+        body of that kind), zero on the extra coordinates."""
+        rows: dict[int, Array] = {}
+        for kind, bodies, _ in self._kinds():
+            if bodies.size == len(self.bodies):
+                rows = {0: blocks[kind].reshape(-1)}
+                break
+            rows.update({int(b): blocks[kind][j] for j, b in enumerate(bodies)})
+        parts = [rows[k] for k in sorted(rows)]
+        if n > self.layout.n:
+            parts.append(jnp.zeros(n - self.layout.n, parts[0].dtype))
+        return jnp.concatenate(parts)
+
+    def mass_product(self, q, v, p) -> Array:
+        """M v: m v_r, and Bᵀ J (B v_α) + 4 J̄ e (eᵀ v_α)."""
+        m, J = self._inertia(p, q.dtype)
+        blocks = {}
+        for kind, bodies, width in self._kinds():
+            alpha, v_alpha = (self.layout._take(x, bodies, 3, width) for x in (q, v))
+            B = _rate_matrix(kind, alpha)
+            rotation = _transpose_product(B, matvec(J[bodies], matvec(B, v_alpha)))
+            if kind == EULER_PARAMETERS:
+                J_mean = jnp.trace(J[bodies], axis1=-2, axis2=-1)[:, None] / 3
+                rotation = rotation + 4 * J_mean * alpha * dot(alpha, v_alpha)[:, None]
+            translation = m[bodies][:, None] * self.layout._take(v, bodies, 0, 3)
+            blocks[kind] = jnp.concatenate([translation, rotation], axis=-1)
+        return self._assemble(blocks, q.shape[-1])
+
+    def mass_matrix(self, q, p) -> Array:
+        """M = diag(m I, Bᵀ J B + 4 J̄ e eᵀ), one block per body."""
+        m, J = self._inertia(p, q.dtype)
+        blocks = [None] * len(self.bodies)
+        for kind, bodies, width in self._kinds():
+            B = _rate_matrix(kind, self.layout._take(q, bodies, 3, width))
+            rotation = jnp.swapaxes(B, -1, -2) @ J[bodies] @ B
+            if kind == EULER_PARAMETERS:
+                e = self.layout._take(q, bodies, 3, 4)
+                J_mean = jnp.trace(J[bodies], axis1=-2, axis2=-1)[:, None, None] / 3
+                rotation = rotation + 4 * J_mean * e[:, :, None] * e[:, None, :]
+            for j, b in enumerate(bodies):
+                translation = m[b] * jnp.eye(3, dtype=q.dtype)
+                blocks[b] = jax.scipy.linalg.block_diag(translation, rotation[j])
+        extra = q.shape[-1] - self.layout.n
+        if extra:
+            blocks.append(jnp.zeros((extra, extra), q.dtype))
+        return jax.scipy.linalg.block_diag(*blocks)
+
+    def force(self, q, qd, p) -> Array:
+        """Q: zero on the centres, (∂w/∂α)ᵀ J ω' − Ḃᵀ J ω' − Bᵀ J Ḃ α̇ − 4 J̄ (ėᵀė) e on the
+        orientation coordinates."""
+        m, J = self._inertia(p, q.dtype)
+        blocks = {}
+        for kind, bodies, width in self._kinds():
+            alpha, alpha_dot = (self.layout._take(x, bodies, 3, width) for x in (q, qd))
+            B = _rate_matrix(kind, alpha)
+            W, B_dot = _rate_derivatives(kind, alpha, alpha_dot)
+            J_k = J[bodies]
+            momentum = matvec(J_k, matvec(B, alpha_dot))
+            rotation = _transpose_product(W - B_dot, momentum) - _transpose_product(
+                B, matvec(J_k, matvec(B_dot, alpha_dot))
+            )
+            if kind == EULER_PARAMETERS:
+                J_mean = jnp.trace(J_k, axis1=-2, axis2=-1)[:, None] / 3
+                rotation = rotation - 4 * J_mean * alpha * dot(alpha_dot, alpha_dot)[:, None]
+            translation = jnp.zeros((bodies.size, 3), rotation.dtype)
+            blocks[kind] = jnp.concatenate([translation, rotation], axis=-1)
+        return self._assemble(blocks, q.shape[-1])
 
 
 def _constraint_functions(
@@ -775,8 +882,9 @@ def spatial_mechanism(
 ) -> Mechanism:
     """Assemble spatial bodies and joints into a [`jaxmbs.Mechanism`][] (Lagrangian form).
 
-    T (module docstring) and V = −Σ mᵢ gᵀrᵢ go to `Mechanism.from_lagrangian`, so M and the
-    velocity-dependent terms are derived by autodiff and the total energy is reported.
+    T (module docstring) and V = −Σ mᵢ gᵀrᵢ go to `Mechanism.from_lagrangian`, the bodies'
+    T as a completion with M and the velocity-dependent terms in closed form (`_RigidBodies`),
+    and the total energy is reported.
     The springs of the force `elements` (`jaxmbs.joints.forces`) add to V (the energy
     reported); each element's whole generalized force, spring and damper or law together,
     enters Q from one linearisation of its deformation (`generalized_force`; only the
@@ -805,7 +913,6 @@ def spatial_mechanism(
     n = layout.n + len(extra_coordinates)
     checked = check_elements(elements, n_bodies, params, dimension=3, n=n)
     element_set = ElementSet(checked, _body_kinematics(layout), dimension=3)
-    kinetic_energy = _kinetic_energy(layout, bodies, added_kinetic_energy)
 
     def gravity_potential(q, p):
         masses = jnp.stack([value(b.mass, p) for b in bodies])
@@ -825,7 +932,7 @@ def spatial_mechanism(
     # needs it, and evaluated as one compiled call (not primitive by primitive) when the
     # structure and the mass matrix are checked eagerly at the reference configuration.
     mechanism = Mechanism.from_lagrangian(
-        jax.jit(kinetic_energy),
+        None if added_kinetic_energy is None else jax.jit(added_kinetic_energy),
         jax.jit(potential_energy),
         constraints,
         velocity_constraints,
@@ -833,7 +940,7 @@ def spatial_mechanism(
         external_forces=(
             jax.jit(external_forces) if element_set.elements or applied_forces is not None else None
         ),
-        completions=completions,
+        completions=(_RigidBodies(layout, bodies), *completions),
         # the elements' springs are in their generalized force (external_forces)
         differentiated_potential=jax.jit(gravity_potential),
         elements=element_set if element_set.elements else None,
