@@ -9,6 +9,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from ..._internal.types import Array
@@ -35,6 +36,16 @@ def value(spec: Spec, params) -> Array:
     if callable(spec):
         return jnp.asarray(spec(params))
     return jnp.asarray(spec, dtype=float)
+
+
+def geometry(spec: Spec, params) -> Array | np.ndarray:
+    """`value(spec, params)`, but a NumPy array where the specification is a number or an
+    array (no parameter key, no callable): what a joint derives from such geometry alone (a
+    unit axis, a perpendicular pair) is then computed once while tracing, not emitted again
+    in every derivative of Φ."""
+    if isinstance(spec, str) or callable(spec):
+        return value(spec, params)
+    return np.asarray(spec, dtype=float)
 
 
 def split_joints(joints: Sequence, n_bodies: int) -> tuple[tuple, tuple, dict]:

@@ -48,7 +48,7 @@ import jax
 import jax.numpy as jnp
 
 from ..._internal.types import Array
-from ._common import Spec, value
+from ._common import Spec, geometry, value
 
 ForceLaw = Callable[..., Array]  # (δ, δ̇, p) -> f
 Shape = tuple[int, ...]
@@ -460,9 +460,9 @@ class RotationalSpringDamper(_Element):
             q,
             self.body_i,
             self.body_j,
-            value(self.axis_i, p),
-            value(self.reference_i, p),
-            value(self.reference_j, p),
+            geometry(self.axis_i, p),
+            geometry(self.reference_i, p),
+            geometry(self.reference_j, p),
         )
 
     def reference(self, p) -> Array:

@@ -55,7 +55,7 @@ from ..._internal.linalg import cross
 from ..._internal.types import Array
 from ...kinematics.structure import warn_if_singular
 from ..mechanism import AbstractKineticCompletion, KineticCompletion, Mechanism
-from ._common import PointPair, Spec, split_joints, value
+from ._common import PointPair, Spec, geometry, split_joints, value
 from .forces import AbstractForceElement, BodyKinematics, ElementSet, check_elements
 from .orientation import (
     body_rate_matrix,
@@ -181,13 +181,15 @@ def perpendicular_pair(axis) -> tuple[Array, Array]:
     """Unit vectors u, v with (â, u, v) right-handed orthonormal, â = axis / |axis|.
 
     The helper direction is the coordinate axis least aligned with â, so u and v are smooth
-    in the axis (they are differentiable with respect to a parametrised axis).
+    in the axis (they are differentiable with respect to a parametrised axis). A NumPy axis
+    (a constant, `geometry`) gives NumPy vectors, computed while tracing.
     """
-    a = axis / jnp.linalg.norm(axis)
-    helper = jnp.eye(3, dtype=a.dtype)[jnp.argmin(jnp.abs(a))]
-    u = cross(a, helper)
-    u = u / jnp.linalg.norm(u)
-    return u, cross(a, u)
+    xp, product = (np, np.cross) if isinstance(axis, np.ndarray) else (jnp, cross)
+    a = axis / xp.linalg.norm(axis)
+    helper = xp.eye(3, dtype=a.dtype)[xp.argmin(xp.abs(a))]
+    u = product(a, helper)
+    u = u / xp.linalg.norm(u)
+    return u, product(a, u)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -462,7 +464,7 @@ class _TwoBodyJoint:
 
     def _normals_i(self, frames: Frames, p) -> tuple[Array, Array]:
         """The pair perpendicular to axis_i, carried by body i."""
-        u, v = perpendicular_pair(value(self.axis_i, p))
+        u, v = perpendicular_pair(geometry(self.axis_i, p))
         return frames.vector(self.body_i, u), frames.vector(self.body_i, v)
 
     def _parallel_rows(self, frames: Frames, p) -> Array:
@@ -575,12 +577,13 @@ class Translational(_TwoBodyJoint):
     rows: ClassVar[int] = 5
 
     def _normals_i(self, frames, p):
-        a = value(self.axis_i, p)
-        a = a / jnp.linalg.norm(a)
-        n = value(self.normal_i, p)
-        u = n - dot(n, a) * a
-        u = u / jnp.linalg.norm(u)
-        return frames.vector(self.body_i, u), frames.vector(self.body_i, cross(a, u))
+        a, n = geometry(self.axis_i, p), geometry(self.normal_i, p)
+        constant = isinstance(a, np.ndarray) and isinstance(n, np.ndarray)
+        xp, product = (np, np.cross) if constant else (jnp, cross)
+        a = a / xp.linalg.norm(a)
+        u = n - xp.sum(n * a) * a
+        u = u / xp.linalg.norm(u)
+        return frames.vector(self.body_i, u), frames.vector(self.body_i, product(a, u))
 
     def residual(self, frames, p) -> Array:
         _, v = self._normals_i(frames, p)
@@ -665,7 +668,8 @@ def relative_angle_at(
     With a = Aᵢ âᵢ, and uᵢ = Aᵢ rᵢ, uⱼ = Aⱼ rⱼ the reference vectors projected onto the plane
     normal to a: δ = atan2(a · (uᵢ × uⱼ), uᵢ · uⱼ).
     """
-    a = at.vector(body_i, axis_i / jnp.linalg.norm(axis_i))
+    norm = np.linalg.norm if isinstance(axis_i, np.ndarray) else jnp.linalg.norm  # `geometry`
+    a = at.vector(body_i, axis_i / norm(axis_i))
     u_i, u_j = at.vector(body_i, reference_i), at.vector(body_j, reference_j)
     u_i, u_j = u_i - dot(u_i, a) * a, u_j - dot(u_j, a) * a
     return jnp.arctan2(dot(a, cross(u_i, u_j)), dot(u_i, u_j))
