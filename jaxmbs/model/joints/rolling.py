@@ -52,12 +52,13 @@ import numpy as np
 
 from ..._internal.types import Array
 from ..mechanism import Mechanism
-from ._common import Spec, value
+from ._common import Spec, geometry, value
 from .spatial import Frames, Layout, dot, matvec, perpendicular_pair
 
 
 def _unit(v: Array) -> Array:
-    return v / jnp.linalg.norm(v)
+    """v / |v|, in NumPy for a NumPy v (constant geometry, `_common.geometry`)."""
+    return v / (np.linalg.norm(v) if isinstance(v, np.ndarray) else jnp.linalg.norm(v))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +74,7 @@ class _Rolling:
 
     def normal(self, p) -> Array:
         """The plane's unit normal n."""
-        return _unit(value(self.plane_normal, p))
+        return _unit(geometry(self.plane_normal, p))
 
     def offset(self, frames: Frames, p) -> Array:
         """d = P − c, the contact point relative to the centre, global axes."""
