@@ -713,6 +713,11 @@ def _transpose_product(B, v) -> Array:
     return jnp.sum(B * v[..., :, None], axis=-2)
 
 
+def _mean_moment(J) -> Array:
+    """J̄ = tr J / 3 of a stack of inertia tensors, shape (k, 1)."""
+    return jnp.trace(J, axis1=-2, axis2=-1)[:, None] / 3
+
+
 @dataclasses.dataclass(frozen=True)
 class _RigidBodies(AbstractKineticCompletion):
     """The bodies' kinetic energy (module docstring) with its Lagrange terms in closed form,
@@ -768,8 +773,9 @@ class _RigidBodies(AbstractKineticCompletion):
             B = _rate_matrix(kind, alpha)
             rotation = _transpose_product(B, matvec(J[bodies], matvec(B, v_alpha)))
             if kind == EULER_PARAMETERS:
-                J_mean = jnp.trace(J[bodies], axis1=-2, axis2=-1)[:, None] / 3
-                rotation = rotation + 4 * J_mean * alpha * dot(alpha, v_alpha)[:, None]
+                rotation = (
+                    rotation + 4 * _mean_moment(J[bodies]) * alpha * dot(alpha, v_alpha)[:, None]
+                )
             translation = m[bodies][:, None] * self.layout._take(v, bodies, 0, 3)
             blocks[kind] = jnp.concatenate([translation, rotation], axis=-1)
         return self._assemble(blocks, q.shape[-1])
@@ -779,12 +785,12 @@ class _RigidBodies(AbstractKineticCompletion):
         m, J = self._inertia(p, q.dtype)
         blocks = [None] * len(self.bodies)
         for kind, bodies, width in self._kinds():
-            B = _rate_matrix(kind, self.layout._take(q, bodies, 3, width))
+            alpha = self.layout._take(q, bodies, 3, width)
+            B = _rate_matrix(kind, alpha)
             rotation = jnp.swapaxes(B, -1, -2) @ J[bodies] @ B
             if kind == EULER_PARAMETERS:
-                e = self.layout._take(q, bodies, 3, 4)
-                J_mean = jnp.trace(J[bodies], axis1=-2, axis2=-1)[:, None, None] / 3
-                rotation = rotation + 4 * J_mean * e[:, :, None] * e[:, None, :]
+                J_mean = _mean_moment(J[bodies])[..., None]
+                rotation = rotation + 4 * J_mean * alpha[:, :, None] * alpha[:, None, :]
             for j, b in enumerate(bodies):
                 translation = m[b] * jnp.eye(3, dtype=q.dtype)
                 blocks[b] = jax.scipy.linalg.block_diag(translation, rotation[j])
@@ -796,7 +802,7 @@ class _RigidBodies(AbstractKineticCompletion):
     def force(self, q, qd, p) -> Array:
         """Q: zero on the centres, (∂w/∂α)ᵀ J ω' − Ḃᵀ J ω' − Bᵀ J Ḃ α̇ − 4 J̄ (ėᵀė) e on the
         orientation coordinates."""
-        m, J = self._inertia(p, q.dtype)
+        _, J = self._inertia(p, q.dtype)
         blocks = {}
         for kind, bodies, width in self._kinds():
             alpha, alpha_dot = (self.layout._take(x, bodies, 3, width) for x in (q, qd))
@@ -808,8 +814,8 @@ class _RigidBodies(AbstractKineticCompletion):
                 B, matvec(J_k, matvec(B_dot, alpha_dot))
             )
             if kind == EULER_PARAMETERS:
-                J_mean = jnp.trace(J_k, axis1=-2, axis2=-1)[:, None] / 3
-                rotation = rotation - 4 * J_mean * alpha * dot(alpha_dot, alpha_dot)[:, None]
+                spin = dot(alpha_dot, alpha_dot)[:, None]
+                rotation = rotation - 4 * _mean_moment(J_k) * alpha * spin
             translation = jnp.zeros((bodies.size, 3), rotation.dtype)
             blocks[kind] = jnp.concatenate([translation, rotation], axis=-1)
         return self._assemble(blocks, q.shape[-1])
