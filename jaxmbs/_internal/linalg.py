@@ -81,6 +81,12 @@ def take(x: Array, *index: np.ndarray) -> Array:
     return out.reshape(*linear.shape, *flat.shape[1:])
 
 
+def array_module(*arrays):
+    """NumPy where every one of `arrays` is a NumPy array (constants: what follows from them
+    is computed once while tracing), else jax.numpy."""
+    return np if all(isinstance(x, np.ndarray) for x in arrays) else jnp
+
+
 def _cycle(x: Array) -> Array:
     """(x₂, x₃, x₁) of 3-vectors along the last axis: two slices and a concatenation."""
     return jnp.concatenate([x[..., 1:], x[..., :1]], axis=-1)
@@ -94,7 +100,10 @@ def cross(a: Array, b: Array) -> Array:
     since (a ⊙ P b − P a ⊙ b)ₖ = aₖ bₖ₊₁ − aₖ₊₁ bₖ is the component k + 2 (mod 3) of a × b.
     Twelve whole-vector operations where `jnp.cross` takes each of the six components apart
     (25); the joints and the MJCF import evaluate it under two or three nested derivatives.
+    NumPy operands give `np.cross` (`array_module`).
     """
+    if array_module(a, b) is np:
+        return np.cross(a, b)
     return _cycle(a * _cycle(b) - _cycle(a) * b)
 
 

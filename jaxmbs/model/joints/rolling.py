@@ -50,6 +50,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..._internal.linalg import array_module
 from ..._internal.types import Array
 from ..mechanism import Mechanism
 from ._common import Spec, geometry, value
@@ -58,7 +59,7 @@ from .spatial import Frames, Layout, dot, matvec, perpendicular_pair
 
 def _unit(v: Array) -> Array:
     """v / |v|, in NumPy for a NumPy v (constant geometry, `_common.geometry`)."""
-    return v / (np.linalg.norm(v) if isinstance(v, np.ndarray) else jnp.linalg.norm(v))
+    return v / array_module(v).linalg.norm(v)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -51,7 +51,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..._internal.linalg import cross
+from ..._internal.linalg import array_module, cross
 from ..._internal.types import Array
 from ...kinematics.structure import warn_if_singular
 from ..mechanism import AbstractKineticCompletion, KineticCompletion, Mechanism
@@ -184,12 +184,12 @@ def perpendicular_pair(axis) -> tuple[Array, Array]:
     in the axis (they are differentiable with respect to a parametrised axis). A NumPy axis
     (a constant, `geometry`) gives NumPy vectors, computed while tracing.
     """
-    xp, product = (np, np.cross) if isinstance(axis, np.ndarray) else (jnp, cross)
+    xp = array_module(axis)
     a = axis / xp.linalg.norm(axis)
     helper = xp.eye(3, dtype=a.dtype)[xp.argmin(xp.abs(a))]
-    u = product(a, helper)
+    u = cross(a, helper)
     u = u / xp.linalg.norm(u)
-    return u, product(a, u)
+    return u, cross(a, u)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -578,12 +578,11 @@ class Translational(_TwoBodyJoint):
 
     def _normals_i(self, frames, p):
         a, n = geometry(self.axis_i, p), geometry(self.normal_i, p)
-        constant = isinstance(a, np.ndarray) and isinstance(n, np.ndarray)
-        xp, product = (np, np.cross) if constant else (jnp, cross)
+        xp = array_module(a, n)
         a = a / xp.linalg.norm(a)
         u = n - xp.sum(n * a) * a
         u = u / xp.linalg.norm(u)
-        return frames.vector(self.body_i, u), frames.vector(self.body_i, product(a, u))
+        return frames.vector(self.body_i, u), frames.vector(self.body_i, cross(a, u))
 
     def residual(self, frames, p) -> Array:
         _, v = self._normals_i(frames, p)
@@ -668,8 +667,7 @@ def relative_angle_at(
     With a = Aᵢ âᵢ, and uᵢ = Aᵢ rᵢ, uⱼ = Aⱼ rⱼ the reference vectors projected onto the plane
     normal to a: δ = atan2(a · (uᵢ × uⱼ), uᵢ · uⱼ).
     """
-    norm = np.linalg.norm if isinstance(axis_i, np.ndarray) else jnp.linalg.norm  # `geometry`
-    a = at.vector(body_i, axis_i / norm(axis_i))
+    a = at.vector(body_i, axis_i / array_module(axis_i).linalg.norm(axis_i))  # `geometry`
     u_i, u_j = at.vector(body_i, reference_i), at.vector(body_j, reference_j)
     u_i, u_j = u_i - dot(u_i, a) * a, u_j - dot(u_j, a) * a
     return jnp.arctan2(dot(a, cross(u_i, u_j)), dot(u_i, u_j))
