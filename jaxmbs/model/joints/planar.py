@@ -44,17 +44,18 @@ def rotate(phi, v) -> Array:
 def points(q, bodies: np.ndarray, local: Array) -> Array:
     """Global positions of k points at once: `local` (k, 2) on `bodies` (k,), −1 for ground.
 
-    The vectorised form of `point`: cos φ and sin φ per body, static takes of the bodies'
-    values (ground reads x = y = 0, cos = 1, sin = 0) and one elementwise rotation, whatever
-    k is. The trigonometry is `cos_sin`: evaluated once per body, also in derivatives.
+    The vectorised form of `point`: a table of every body's (x, y, cos φ − 1, sin φ) read
+    by one static take (ground, out of range, reads zeros: x = y = 0, cos = 1, sin = 0) and
+    one elementwise rotation, whatever k is. The trigonometry is `cos_sin`: evaluated once
+    per body, also in derivatives.
     """
     frames = q.reshape(-1, 3)
     c, s = cos_sin(frames[:, 2])
+    table = jnp.concatenate([frames[:, :2], jnp.stack([c - 1.0, s], axis=1)], axis=1)
     index = np.where(bodies < 0, frames.shape[0], bodies)  # out of range: ground
-    x0, y0 = linalg.take(frames[:, 0], index), linalg.take(frames[:, 1], index)
-    c, s = linalg.take(c - 1.0, index) + 1.0, linalg.take(s, index)
-    x, y = local[:, 0], local[:, 1]
-    return jnp.stack([x0 + c * x - s * y, y0 + s * x + c * y], axis=1)
+    rows = linalg.take(table, index)
+    origin, c, s = rows[:, :2], rows[:, 2:3] + 1.0, rows[:, 3:]
+    return origin + c * local + s * jnp.stack([-local[:, 1], local[:, 0]], axis=1)
 
 
 def _body_indices(bodies) -> np.ndarray:
@@ -106,17 +107,12 @@ class Revolute:
     @staticmethod
     def stacked(joints: Sequence[Revolute], t, q, p) -> Array:
         """The rows of several revolute joints at once (same order as concatenating them)."""
-        points_i = points(
+        ends = points(
             q,
-            _body_indices(j.body_i for j in joints),
-            _stacked_points([j.point_i for j in joints], p),
+            _body_indices([*(j.body_i for j in joints), *(j.body_j for j in joints)]),
+            _stacked_points([*(j.point_i for j in joints), *(j.point_j for j in joints)], p),
         )
-        points_j = points(
-            q,
-            _body_indices(j.body_j for j in joints),
-            _stacked_points([j.point_j for j in joints], p),
-        )
-        return (points_i - points_j).reshape(-1)
+        return (ends[: len(joints)] - ends[len(joints) :]).reshape(-1)
 
     def reaction(self, t, q, p, lam) -> dict[str, Array]:
         """Force exerted on body_i by body_j: −λ in global axes (Φ = P_i − P_j, so
