@@ -25,7 +25,7 @@ from ..._internal import linalg
 from ..._internal.types import Array
 from ...kinematics.structure import warn_if_singular
 from ..mechanism import Mechanism
-from ._common import PointPair, Spec, cos_sin, split_joints, value
+from ._common import PointPair, Spec, cos_sin, geometry, split_joints, value
 from .forces import AbstractForceElement, BodyKinematics, ElementSet, check_elements
 
 
@@ -140,8 +140,10 @@ class Translational:
     holonomic: bool = dataclasses.field(default=True, init=False)
 
     def __call__(self, t, q, p) -> Array:
-        axis = rotate(angle(q, self.body_i), value(self.axis_i, p))
-        normal = jnp.array([-axis[1], axis[0]]) / jnp.linalg.norm(axis)
+        axis = geometry(self.axis_i, p)
+        xp = linalg.array_module(axis)
+        # The unit normal in body_i's frame, from the parameters alone (|A a| = |a|).
+        normal = rotate(angle(q, self.body_i), xp.stack([-axis[1], axis[0]]) / xp.linalg.norm(axis))
         d = point(q, self.body_j, value(self.point_j, p)) - point(
             q, self.body_i, value(self.point_i, p)
         )
