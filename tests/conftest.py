@@ -43,20 +43,12 @@ if "JAXMBS_TEST_XLA_FLAGS" not in os.environ:  # XLA reads XLA_FLAGS when it sta
         f"{os.environ.get('XLA_FLAGS', '')} {os.environ['JAXMBS_TEST_XLA_FLAGS']}".strip()
     )
 
-import gc  # noqa: E402
-
 import jax  # noqa: E402
 import pytest  # noqa: E402
+from helpers import collect_less  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
-#: Tracing allocates millions of short-lived Python objects, and CPython's cyclic collector,
-#: run every 700 net allocations, scans them again and again: 20 % of the CPU time of
-#: tracing and lowering a four-bar gradient (3.8 → 3.0 s) and of the McPherson strut's
-#: solve (1.7 → 1.4 s). The objects alive after the imports are frozen out of the scans,
-#: and the collector runs every 100 000 allocations (cycles are still collected). The
-#: library leaves the interpreter's collector alone; this is the test process's choice.
-gc.freeze()
-gc.set_threshold(100_000, 50, 1000)
+collect_less()
 # The CLI's persistent compilation cache stays off in tests run in-process (tests that want
 # it pass --cache to a fresh process).
 os.environ.setdefault("JAXMBS_CACHE_DIR", "none")

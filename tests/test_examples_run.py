@@ -64,12 +64,11 @@ def blocks(page: pathlib.Path) -> list[dict]:
 #: per page. Each block is compiled with the page as its file name and its own line numbers,
 #: so a traceback names the page's line. A page stops at its first failing block; the next
 #: page still runs. Writes, per page, the blocks that finished and the traceback, if any.
-#: The interpreter's cyclic collector is set as in tests/conftest.py (tracing's short-lived
-#: objects scanned less often): the pages ran in 120 s without it, 102 s with it.
+#: Its cyclic collector is set as pytest's (`helpers.collect_less`).
 DRIVER = """
-import gc, json, os, sys, traceback
-gc.freeze()
-gc.set_threshold(100_000, 50, 1000)
+import json, os, sys, traceback
+import helpers, jaxmbs
+helpers.collect_less()
 spec = json.load(open(sys.argv[1]))
 report = {}
 for page in spec["pages"]:
@@ -108,7 +107,13 @@ def page_runs(tmp_path_factory) -> dict:
         )
     spec, report = root / "pages.json", root / "report.json"
     spec.write_text(json.dumps({"pages": pages, "report": str(report)}))
-    env = {**os.environ, "JAX_ENABLE_X64": "1", "MPLBACKEND": "Agg", "JAXMBS_CACHE_DIR": "none"}
+    env = {
+        **os.environ,
+        "JAX_ENABLE_X64": "1",
+        "MPLBACKEND": "Agg",
+        "JAXMBS_CACHE_DIR": "none",
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]),
+    }
     run = subprocess.run(
         [sys.executable, "-c", DRIVER, str(spec)],
         cwd=root,

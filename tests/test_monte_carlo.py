@@ -141,9 +141,10 @@ def test_save_npz_and_csv(chunked, tmp_path):
 
 SHARDED = """
 import json, jax, numpy as np
-import jaxmbs
+import helpers, jaxmbs
 from jaxmbs.integrate import RESULT_NAMES
 from jaxmbs.models import fourbar
+helpers.collect_less()
 assert jax.device_count() == 2, jax.devices()
 mech = fourbar.fourbar()
 q0, unit_qd = fourbar.initial_state(mech, np.pi / 3, 1.0)
@@ -172,6 +173,9 @@ def test_sharded_equals_unsharded():
         + os.environ.get("JAXMBS_TEST_XLA_FLAGS", ""),
         "JAX_ENABLE_X64": "1",
         "JAX_PLATFORMS": "cpu",
+        "PYTHONPATH": os.pathsep.join(
+            [os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")]
+        ),
     }
     done = subprocess.run(
         [sys.executable, "-c", SHARDED], env=env, capture_output=True, text=True, timeout=900

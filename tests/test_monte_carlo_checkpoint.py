@@ -19,6 +19,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from helpers import collect_less
 
 import jaxmbs
 from jaxmbs.models import fourbar
@@ -61,6 +62,7 @@ def main(directory: str, port: int | None = None, process_id: int = 0) -> None:
     """Run the study into `directory` (in a subprocess); with `port`, as one of two
     processes of jax.distributed on the loopback interface (the coordinator binds there
     only, not to every address of the machine as by default)."""
+    collect_less()
     jax.config.update("jax_enable_x64", True)
     if port is not None:
         address = f"{LOOPBACK}:{port}"
