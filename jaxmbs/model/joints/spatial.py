@@ -126,6 +126,12 @@ class Frames(NamedTuple):
         """A body-fixed vector in global components (ground: unchanged)."""
         return local if body is None else matvec(self.rotations[body], local)
 
+    def in_frame(self, body: int | None, vectors) -> Array:
+        """Global vectors (..., 3) in the body's components, Aᵀ w (ground: unchanged)."""
+        if body is None:
+            return vectors
+        return jnp.sum(self.rotations[body] * vectors[..., :, None], axis=-2)
+
 
 #: A function q -> Frames (`Layout.frames`), on which joints and force elements are written.
 FramesFn = Callable[[Array], Frames]
@@ -462,22 +468,24 @@ class _TwoBodyJoint:
         body, local = getattr(self, f"body_{side}"), getattr(self, f"axis_{side}")
         return frames.vector(body, value(local, p))
 
-    def _normals_i(self, frames: Frames, p) -> tuple[Array, Array]:
-        """The pair perpendicular to axis_i, carried by body i."""
-        u, v = perpendicular_pair(geometry(self.axis_i, p))
-        return frames.vector(self.body_i, u), frames.vector(self.body_i, v)
+    def _normal_pair(self, p) -> Array:
+        """The unit pair (u, v) perpendicular to axis_i in body i's frame, shape (2, 3):
+        from the parameters alone (NumPy for constant geometry)."""
+        axis = geometry(self.axis_i, p)
+        return array_module(axis).stack(perpendicular_pair(axis))
+
+    def _across(self, frames: Frames, p, vectors) -> Array:
+        """(uᵢ·w, vᵢ·w) of global vectors w (..., 3), shape (..., 2): with uᵢ = Aᵢ u, as
+        u·(Aᵢᵀ w), one product with Aᵢᵀ for both normals."""
+        return matvec(self._normal_pair(p), frames.in_frame(self.body_i, vectors))
 
     def _parallel_rows(self, frames: Frames, p) -> Array:
         """axis_j ∥ axis_i: uᵢ·aⱼ = vᵢ·aⱼ = 0 (2 rows)."""
-        u, v = self._normals_i(frames, p)
-        a_j = self._axis(frames, p, "j")
-        return jnp.stack([dot(u, a_j), dot(v, a_j)])
+        return self._across(frames, p, self._axis(frames, p, "j"))
 
     def _on_line_rows(self, frames: Frames, p) -> Array:
         """P_j on the line through P_i along axis_i: uᵢ·d = vᵢ·d = 0 (2 rows)."""
-        u, v = self._normals_i(frames, p)
-        d = self._separation(frames, p)
-        return jnp.stack([dot(u, d), dot(v, d)])
+        return self._across(frames, p, self._separation(frames, p))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -576,19 +584,20 @@ class Translational(_TwoBodyJoint):
     normal_j: Spec
     rows: ClassVar[int] = 5
 
-    def _normals_i(self, frames, p):
+    def _normal_pair(self, p) -> Array:
         a, n = geometry(self.axis_i, p), geometry(self.normal_i, p)
         xp = array_module(a, n)
         a = a / xp.linalg.norm(a)
         u = n - xp.sum(n * a) * a
         u = u / xp.linalg.norm(u)
-        return frames.vector(self.body_i, u), frames.vector(self.body_i, cross(a, u))
+        return xp.stack([u, cross(a, u)])
 
     def residual(self, frames, p) -> Array:
-        _, v = self._normals_i(frames, p)
-        twist = dot(v, frames.vector(self.body_j, value(self.normal_j, p)))
-        rows = (self._on_line_rows(frames, p), self._parallel_rows(frames, p), twist[None])
-        return jnp.concatenate(rows)
+        d = self._separation(frames, p)
+        a_j = self._axis(frames, p, "j")
+        n_j = frames.vector(self.body_j, value(self.normal_j, p))
+        across = self._across(frames, p, jnp.stack([d, a_j, n_j]))  # (3, 2)
+        return jnp.concatenate([across[0], across[1], across[2, 1:]])
 
 
 @dataclasses.dataclass(frozen=True)
