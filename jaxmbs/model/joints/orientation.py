@@ -21,6 +21,13 @@ from ..._internal.types import Array
 from ._common import cos_sin
 
 
+def _matrix(rows) -> Array:
+    """A matrix (..., r, c) from r rows of c entries of one batch shape: one stack of all
+    entries and a reshape (nested stacks cost a stack per row more, in every derivative)."""
+    flat = jnp.stack([entry for row in rows for entry in row], axis=-1)
+    return flat.reshape(*flat.shape[:-1], len(rows), len(rows[0]))
+
+
 def rotation(angles) -> Array:
     """Rotation matrix A = R_z(φ) R_x(θ) R_z(ψ) of ZXZ Euler angles (φ, θ, ψ).
 
@@ -34,7 +41,7 @@ def rotation(angles) -> Array:
         (sf * cp + cf * ct * sp, -sf * sp + cf * ct * cp, -cf * st),
         (st * sp, st * cp, ct),
     )
-    return jnp.stack([jnp.stack(row, axis=-1) for row in rows], axis=-2)
+    return _matrix(rows)
 
 
 def parameter_rotation(e) -> Array:
@@ -58,7 +65,7 @@ def parameter_rotation(e) -> Array:
         (2 * (e2 * e1 + e0 * e3), d + 2 * e2 * e2, 2 * (e2 * e3 - e0 * e1)),
         (2 * (e3 * e1 - e0 * e2), 2 * (e3 * e2 + e0 * e1), d + 2 * e3 * e3),
     )
-    A = jnp.stack([jnp.stack(row, axis=-1) for row in rows], axis=-2)
+    A = _matrix(rows)
     return A / jnp.sum(e * e, axis=-1)[..., None, None]
 
 
@@ -67,7 +74,7 @@ def body_rate_matrix(e) -> Array:
     (Nikravesh 1988, eq 6.98). G e = 0 and G Gᵀ = I where eᵀe = 1."""
     e0, e1, e2, e3 = e[..., 0], e[..., 1], e[..., 2], e[..., 3]
     rows = ((-e1, e0, e3, -e2), (-e2, -e3, e0, e1), (-e3, e2, -e1, e0))
-    return jnp.stack([jnp.stack(row, axis=-1) for row in rows], axis=-2)
+    return _matrix(rows)
 
 
 def zxz_rate_matrix(angles) -> tuple[Array, Array, Array]:
@@ -80,13 +87,9 @@ def zxz_rate_matrix(angles) -> tuple[Array, Array, Array]:
     c, s = cos_sin(angles)
     ct, cp, st, sp = c[..., 1], c[..., 2], s[..., 1], s[..., 2]
     zero = jnp.zeros_like(ct)
-
-    def matrix(rows):
-        return jnp.stack([jnp.stack(row, axis=-1) for row in rows], axis=-2)
-
-    B = matrix(((st * sp, cp, zero), (st * cp, -sp, zero), (ct, zero, zero + 1)))
-    dB_theta = matrix(((ct * sp, zero, zero), (ct * cp, zero, zero), (-st, zero, zero)))
-    dB_psi = matrix(((st * cp, -sp, zero), (-st * sp, -cp, zero), (zero, zero, zero)))
+    B = _matrix(((st * sp, cp, zero), (st * cp, -sp, zero), (ct, zero, zero + 1)))
+    dB_theta = _matrix(((ct * sp, zero, zero), (ct * cp, zero, zero), (-st, zero, zero)))
+    dB_psi = _matrix(((st * cp, -sp, zero), (-st * sp, -cp, zero), (zero, zero, zero)))
     return B, dB_theta, dB_psi
 
 
