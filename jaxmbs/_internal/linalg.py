@@ -175,10 +175,16 @@ def _unpack(A: Array, trailing: bool = False) -> Entries:
     return [[A[..., i, j] for j in range(w)] for i in range(A.shape[-2])]
 
 
+def stack_matrix(rows) -> Array:
+    """The matrix (..., r, c) of r rows of c entries of one batch shape: one stack of all
+    entries and a reshape (nested stacks cost a stack per row more, in every derivative)."""
+    flat = jnp.stack([entry for row in rows for entry in row], axis=-1)
+    return flat.reshape(*flat.shape[:-1], len(rows), len(rows[0]))
+
+
 def _pack(a: Entries, like: Array) -> Array:
     zero = jnp.zeros_like(like)
-    rows = [jnp.stack([zero if x is None else x for x in row], axis=-1) for row in a]
-    return jnp.stack(rows, axis=-2)
+    return stack_matrix([[zero if x is None else x for x in row] for row in a])
 
 
 def _cholesky(a: Entries) -> Entries:

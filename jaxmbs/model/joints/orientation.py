@@ -17,15 +17,9 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
+from ..._internal.linalg import stack_matrix
 from ..._internal.types import Array
 from ._common import cos_sin
-
-
-def _matrix(rows) -> Array:
-    """A matrix (..., r, c) from r rows of c entries of one batch shape: one stack of all
-    entries and a reshape (nested stacks cost a stack per row more, in every derivative)."""
-    flat = jnp.stack([entry for row in rows for entry in row], axis=-1)
-    return flat.reshape(*flat.shape[:-1], len(rows), len(rows[0]))
 
 
 def rotation(angles) -> Array:
@@ -41,7 +35,7 @@ def rotation(angles) -> Array:
         (sf * cp + cf * ct * sp, -sf * sp + cf * ct * cp, -cf * st),
         (st * sp, st * cp, ct),
     )
-    return _matrix(rows)
+    return stack_matrix(rows)
 
 
 def parameter_rotation(e) -> Array:
@@ -65,7 +59,7 @@ def parameter_rotation(e) -> Array:
         (2 * (e2 * e1 + e0 * e3), d + 2 * e2 * e2, 2 * (e2 * e3 - e0 * e1)),
         (2 * (e3 * e1 - e0 * e2), 2 * (e3 * e2 + e0 * e1), d + 2 * e3 * e3),
     )
-    A = _matrix(rows)
+    A = stack_matrix(rows)
     return A / jnp.sum(e * e, axis=-1)[..., None, None]
 
 
@@ -74,7 +68,7 @@ def body_rate_matrix(e) -> Array:
     (Nikravesh 1988, eq 6.98). G e = 0 and G Gᵀ = I where eᵀe = 1."""
     e0, e1, e2, e3 = e[..., 0], e[..., 1], e[..., 2], e[..., 3]
     rows = ((-e1, e0, e3, -e2), (-e2, -e3, e0, e1), (-e3, e2, -e1, e0))
-    return _matrix(rows)
+    return stack_matrix(rows)
 
 
 def zxz_rate_matrix(angles) -> tuple[Array, Array, Array]:
@@ -87,9 +81,9 @@ def zxz_rate_matrix(angles) -> tuple[Array, Array, Array]:
     c, s = cos_sin(angles)
     ct, cp, st, sp = c[..., 1], c[..., 2], s[..., 1], s[..., 2]
     zero = jnp.zeros_like(ct)
-    B = _matrix(((st * sp, cp, zero), (st * cp, -sp, zero), (ct, zero, zero + 1)))
-    dB_theta = _matrix(((ct * sp, zero, zero), (ct * cp, zero, zero), (-st, zero, zero)))
-    dB_psi = _matrix(((st * cp, -sp, zero), (-st * sp, -cp, zero), (zero, zero, zero)))
+    B = stack_matrix(((st * sp, cp, zero), (st * cp, -sp, zero), (ct, zero, zero + 1)))
+    dB_theta = stack_matrix(((ct * sp, zero, zero), (ct * cp, zero, zero), (-st, zero, zero)))
+    dB_psi = stack_matrix(((st * cp, -sp, zero), (-st * sp, -cp, zero), (zero, zero, zero)))
     return B, dB_theta, dB_psi
 
 
