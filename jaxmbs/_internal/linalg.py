@@ -87,6 +87,11 @@ def array_module(*arrays):
     return np if all(isinstance(x, np.ndarray) for x in arrays) else jnp
 
 
+def unit(v: Array) -> Array:
+    """v / |v| of one vector, in NumPy for a NumPy v (`array_module`)."""
+    return v / array_module(v).linalg.norm(v)
+
+
 def _cycle(x: Array) -> Array:
     """(x₂, x₃, x₁) of 3-vectors along the last axis: two slices and a concatenation."""
     return jnp.concatenate([x[..., 1:], x[..., :1]], axis=-1)

@@ -58,6 +58,13 @@ def points(q, bodies: np.ndarray, local: Array) -> Array:
     return origin + c * local + s * jnp.stack([-local[:, 1], local[:, 0]], axis=1)
 
 
+def _unit_normal(axis: Spec, p) -> Array | np.ndarray:
+    """The unit normal of an axis (turned by +90°) in its body's frame, from the parameters
+    alone, before the body's rotation (|A a| = |a|): NumPy for constant geometry."""
+    axis = geometry(axis, p)
+    return linalg.unit(linalg.array_module(axis).stack([-axis[1], axis[0]]))
+
+
 def _body_indices(bodies) -> np.ndarray:
     return np.asarray([-1 if b is None else b for b in bodies], dtype=np.int32)
 
@@ -140,10 +147,7 @@ class Translational:
     holonomic: bool = dataclasses.field(default=True, init=False)
 
     def __call__(self, t, q, p) -> Array:
-        axis = geometry(self.axis_i, p)
-        xp = linalg.array_module(axis)
-        # The unit normal in body_i's frame, from the parameters alone (|A a| = |a|).
-        normal = rotate(angle(q, self.body_i), xp.stack([-axis[1], axis[0]]) / xp.linalg.norm(axis))
+        normal = rotate(angle(q, self.body_i), _unit_normal(self.axis_i, p))
         d = point(q, self.body_j, value(self.point_j, p)) - point(
             q, self.body_i, value(self.point_i, p)
         )
@@ -220,8 +224,7 @@ class KnifeEdge:
 
     def normal(self, q, p) -> Array:
         """Unit normal n of the blade in global axes (the blade axis turned by +90°)."""
-        axis = rotate(angle(q, self.body), value(self.axis, p))
-        return jnp.array([-axis[1], axis[0]]) / jnp.linalg.norm(axis)
+        return rotate(angle(q, self.body), _unit_normal(self.axis, p))
 
     def __call__(self, t, q, qd, p) -> Array:
         local = value(self.point, p)

@@ -50,16 +50,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..._internal.linalg import array_module
+from ..._internal.linalg import unit
 from ..._internal.types import Array
 from ..mechanism import Mechanism
 from ._common import Spec, geometry, value
 from .spatial import Frames, Layout, dot, matvec, perpendicular_pair
-
-
-def _unit(v: Array) -> Array:
-    """v / |v|, in NumPy for a NumPy v (constant geometry, `_common.geometry`)."""
-    return v / array_module(v).linalg.norm(v)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +70,7 @@ class _Rolling:
 
     def normal(self, p) -> Array:
         """The plane's unit normal n."""
-        return _unit(geometry(self.plane_normal, p))
+        return unit(geometry(self.plane_normal, p))
 
     def offset(self, frames: Frames, p) -> Array:
         """d = P − c, the contact point relative to the centre, global axes."""
@@ -174,8 +169,8 @@ class _Wheel(_Rolling):
     def _towards_centre(self, frames: Frames, p) -> Array:
         """u = unit(n − (nᵀa) a): in the wheel's plane, from the contact to the centre."""
         n = self.normal(p)
-        a = frames.vector(self.body, _unit(value(self.axis, p)))
-        return _unit(n - dot(n, a) * a)
+        a = frames.vector(self.body, unit(value(self.axis, p)))
+        return unit(n - dot(n, a) * a)
 
     def offset(self, frames, p) -> Array:
         u = self._towards_centre(frames, p)
@@ -191,7 +186,7 @@ class _Wheel(_Rolling):
 
     def _check_reference(self, frames, params) -> None:
         n = np.asarray(self.normal(params))
-        a = np.asarray(frames.vector(self.body, _unit(value(self.axis, params))))
+        a = np.asarray(frames.vector(self.body, unit(value(self.axis, params))))
         if np.linalg.norm(np.cross(n, a)) < 1e-6:
             raise ValueError(
                 f"rolling joint {self.name!r}: at reference_q the wheel's axis is parallel to "

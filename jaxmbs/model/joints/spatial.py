@@ -51,7 +51,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..._internal.linalg import array_module, cross
+from ..._internal.linalg import array_module, cross, unit
 from ..._internal.types import Array
 from ...kinematics.structure import warn_if_singular
 from ..mechanism import AbstractKineticCompletion, KineticCompletion, Mechanism
@@ -191,10 +191,10 @@ def perpendicular_pair(axis) -> tuple[Array, Array]:
     (a constant, `geometry`) gives NumPy vectors, computed while tracing.
     """
     xp = array_module(axis)
-    a = axis / xp.linalg.norm(axis)
+    a = unit(axis)
     helper = xp.eye(3, dtype=a.dtype)[xp.argmin(xp.abs(a))]
     u = cross(a, helper)
-    u = u / xp.linalg.norm(u)
+    u = unit(u)
     return u, cross(a, u)
 
 
@@ -587,9 +587,8 @@ class Translational(_TwoBodyJoint):
     def _normal_pair(self, p) -> Array:
         a, n = geometry(self.axis_i, p), geometry(self.normal_i, p)
         xp = array_module(a, n)
-        a = a / xp.linalg.norm(a)
-        u = n - xp.sum(n * a) * a
-        u = u / xp.linalg.norm(u)
+        a = unit(a)
+        u = unit(n - xp.sum(n * a) * a)
         return xp.stack([u, cross(a, u)])
 
     def residual(self, frames, p) -> Array:
@@ -676,7 +675,7 @@ def relative_angle_at(
     With a = Aᵢ âᵢ, and uᵢ = Aᵢ rᵢ, uⱼ = Aⱼ rⱼ the reference vectors projected onto the plane
     normal to a: δ = atan2(a · (uᵢ × uⱼ), uᵢ · uⱼ).
     """
-    a = at.vector(body_i, axis_i / array_module(axis_i).linalg.norm(axis_i))  # `geometry`
+    a = at.vector(body_i, unit(axis_i))  # `geometry`
     u_i, u_j = at.vector(body_i, reference_i), at.vector(body_j, reference_j)
     u_i, u_j = u_i - dot(u_i, a) * a, u_j - dot(u_j, a) * a
     return jnp.arctan2(dot(a, cross(u_i, u_j)), dot(u_i, u_j))
